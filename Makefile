@@ -1,0 +1,113 @@
+# Runbook — build, test and run the operator. `make help` lists the targets.
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+
+ROOT := $(shell pwd)
+BIN := $(ROOT)/bin
+K8S_BIN := $(BIN)/k8s
+export PATH := $(K8S_BIN):$(BIN):$(PATH)
+
+## Pinned tool versions (they must build with Go 1.26.8).
+CONTROLLER_GEN_VERSION ?= v0.23.0
+KUSTOMIZE_VERSION ?= v5.8.2
+GOLANGCI_LINT_VERSION ?= v2.15.0
+HELM_VERSION ?= v3.22.0
+
+CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
+KUSTOMIZE := $(BIN)/kustomize-$(KUSTOMIZE_VERSION)
+GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+HELM := $(BIN)/helm-$(HELM_VERSION)
+
+IMG ?= runbook-manager:dev
+GO_TEST_FLAGS ?= -timeout 80m -count=1
+GO_TEST_PACKAGES ?= ./...
+
+.PHONY: all
+all: build
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: manifests
+manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from the controller-gen markers.
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./api/..." paths="./internal/..." output:crd:artifacts:config=config/crd/bases
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods.
+	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
+
+.PHONY: fmt
+fmt: ## go fmt
+	go fmt ./...
+
+.PHONY: vet
+vet: ## go vet
+	go vet ./...
+
+.PHONY: lint
+lint: $(GOLANGCI_LINT) ## Run golangci-lint.
+	$(GOLANGCI_LINT) run ./...
+
+.PHONY: verify-generated
+verify-generated: manifests generate ## Fail when generated code or manifests are stale.
+	@git diff --exit-code -- api config || { echo "Generated files are stale: run 'make manifests generate' and commit the result." >&2; exit 1; }
+	@untracked=$$(git ls-files --others --exclude-standard -- api config); \
+	  if [ -n "$$untracked" ]; then echo "Generated files not committed: $$untracked" >&2; exit 1; fi
+
+.PHONY: k8s-binaries
+k8s-binaries: ## Build etcd, kube-apiserver, controller-manager, scheduler, kubectl and kwok into bin/k8s (once).
+	@bash hack/build-k8s.sh
+
+.PHONY: test
+test: manifests generate k8s-binaries ## Unit, integration (envtest) and end-to-end (kwok cluster) tests.
+	@bash hack/check-prereqs.sh
+	go test $(GO_TEST_FLAGS) $(GO_TEST_PACKAGES)
+
+.PHONY: test-unit
+test-unit: ## Only tests that need no apiserver.
+	go test -count=1 -short ./...
+
+.PHONY: bench
+bench: manifests k8s-binaries ## Benchmarks on the local control plane (speed and memory targets).
+	go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./test/bench/...
+
+##@ Build and run
+
+.PHONY: build
+build: manifests generate ## Build the manager binary into bin/manager.
+	go build -o $(BIN)/manager ./cmd
+
+.PHONY: run
+run: manifests generate ## Run the manager against the cluster of the current KUBECONFIG.
+	go run ./cmd --health-probe-bind-address=:8081
+
+.PHONY: demo
+demo: manifests generate k8s-binaries ## Bring up a local simulated cluster, run Runbook in it; Ctrl-C tears it down.
+	@bash hack/demo.sh
+
+##@ Tools (installed into bin/, never assumed on PATH)
+
+$(CONTROLLER_GEN):
+	$(call go-install-tool,$@,sigs.k8s.io/controller-tools/cmd/controller-gen,$(CONTROLLER_GEN_VERSION))
+$(KUSTOMIZE):
+	$(call go-install-tool,$@,sigs.k8s.io/kustomize/kustomize/v5,$(KUSTOMIZE_VERSION))
+$(GOLANGCI_LINT):
+	$(call go-install-tool,$@,github.com/golangci/golangci-lint/v2/cmd/golangci-lint,$(GOLANGCI_LINT_VERSION))
+$(HELM):
+	$(call go-install-tool,$@,helm.sh/helm/v3/cmd/helm,$(HELM_VERSION))
+
+.PHONY: tools
+tools: $(CONTROLLER_GEN) $(KUSTOMIZE) $(GOLANGCI_LINT) ## Install the pinned tools.
+
+# go-install-tool installs package $2@$3 as the versioned binary $1, so a
+# version bump in this file installs the new tool instead of reusing the old.
+define go-install-tool
+@[ -f "$(1)" ] || { \
+  set -e; echo "==> installing $(2)@$(3) into bin/"; \
+  GOBIN=$(BIN) GOFLAGS= go install $(2)@$(3); \
+  mv "$(BIN)/$$(basename $(2) | sed 's/^v[0-9]*$$/kustomize/')" "$(1)"; \
+}
+endef

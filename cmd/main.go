@@ -1,0 +1,156 @@
+// Command manager runs the Runbook controllers: RebootPolicy, Memcached and
+// NSScaler, each selectable with --controllers.
+package main
+
+import (
+	"crypto/tls"
+	"flag"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	_ "k8s.io/client-go/plugin/pkg/client/auth"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/runbook-dev/runbook/internal/registry"
+)
+
+func main() {
+	var (
+		controllers          string
+		metricsAddr          string
+		metricsSecure        bool
+		metricsCertPath      string
+		probeAddr            string
+		enableLeaderElection bool
+		leaderElectionNS     string
+		leaderElectionID     string
+		enableHTTP2          bool
+		shutdownTimeout      time.Duration
+	)
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+
+	// Controllers plug in here. Each registration adds its API types to the
+	// scheme and binds its own flags before flag.Parse.
+	reg := &registry.Registry{}
+	registerControllers(reg, scheme, flag.CommandLine)
+
+	flag.StringVar(&controllers, "controllers", "all",
+		"Comma-separated controllers to run ("+strings.Join(reg.Names(), ",")+"), or all.")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", "0",
+		"Address the metrics endpoint binds to, e.g. :8443 (https) or :8080 (http). 0 disables it.")
+	flag.BoolVar(&metricsSecure, "metrics-secure", true,
+		"Serve metrics over HTTPS, allowing only callers the apiserver authenticates and authorizes.")
+	flag.StringVar(&metricsCertPath, "metrics-cert-path", "",
+		"Directory with tls.crt and tls.key for the metrics server; empty means a self-signed certificate.")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz endpoints bind to.")
+	flag.BoolVar(&enableLeaderElection, "leader-elect", false,
+		"Elect a leader so that only one replica of the manager acts at a time.")
+	flag.StringVar(&leaderElectionNS, "leader-election-namespace", "",
+		"Namespace of the leader election Lease; required when running outside a cluster with --leader-elect.")
+	flag.StringVar(&leaderElectionID, "leader-election-id", "runbook.runbook.dev", "Name of the leader election Lease.")
+	flag.BoolVar(&enableHTTP2, "enable-http2", false,
+		"Allow HTTP/2 for the metrics server (off by default: HTTP/2 Stream Cancellation and Rapid Reset CVEs).")
+	flag.DurationVar(&shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second,
+		"How long running reconciles and probe workers get to finish after SIGTERM.")
+	zapOpts := zap.Options{Development: false}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	setupLog := ctrl.Log.WithName("setup")
+
+	selected, err := reg.Select(controllers)
+	if err != nil {
+		setupLog.Error(err, "invalid --controllers")
+		os.Exit(2)
+	}
+
+	var tlsOpts []func(*tls.Config)
+	if !enableHTTP2 {
+		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
+	metricsOpts := metricsserver.Options{
+		BindAddress:   metricsAddr,
+		SecureServing: metricsSecure,
+		TLSOpts:       tlsOpts,
+	}
+	if metricsSecure {
+		// Only callers allowed to GET /metrics (a TokenReview plus a
+		// SubjectAccessReview against the apiserver) may scrape.
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	var metricsCertWatcher *certwatcher.CertWatcher
+	if metricsCertPath != "" {
+		metricsCertWatcher, err = certwatcher.New(filepath.Join(metricsCertPath, "tls.crt"), filepath.Join(metricsCertPath, "tls.key"))
+		if err != nil {
+			setupLog.Error(err, "loading metrics certificate")
+			os.Exit(1)
+		}
+		metricsOpts.TLSOpts = append(metricsOpts.TLSOpts, func(c *tls.Config) { c.GetCertificate = metricsCertWatcher.GetCertificate })
+	}
+
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsOpts,
+		HealthProbeBindAddress:  probeAddr,
+		LeaderElection:          enableLeaderElection,
+		LeaderElectionID:        leaderElectionID,
+		LeaderElectionNamespace: leaderElectionNS,
+		// Give the lease up on SIGTERM so the standby takes over at once
+		// instead of waiting for the lease to expire. Safe because the
+		// process exits right after the manager stops.
+		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       &shutdownTimeout,
+	})
+	if err != nil {
+		setupLog.Error(err, "creating manager")
+		os.Exit(1)
+	}
+
+	for _, c := range selected {
+		if err := c.Setup(mgr); err != nil {
+			setupLog.Error(err, "setting up controller", "controller", c.Name)
+			os.Exit(1)
+		}
+		setupLog.Info("controller enabled", "controller", c.Name)
+	}
+	if metricsCertWatcher != nil {
+		if err := mgr.Add(metricsCertWatcher); err != nil {
+			setupLog.Error(err, "adding metrics certificate watcher")
+			os.Exit(1)
+		}
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		setupLog.Error(err, "adding health check")
+		os.Exit(1)
+	}
+	// Ready once the informer caches have synced, so a rolling update of the
+	// manager does not route traffic (or hand over leadership) too early.
+	if err := mgr.AddReadyzCheck("readyz", func(req *http.Request) error {
+		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
+			return errCacheNotSynced
+		}
+		return nil
+	}); err != nil {
+		setupLog.Error(err, "adding readiness check")
+		os.Exit(1)
+	}
+
+	setupLog.Info("starting manager", "controllers", len(selected), "leaderElection", enableLeaderElection)
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		setupLog.Error(err, "manager stopped with an error")
+		os.Exit(1)
+	}
+}

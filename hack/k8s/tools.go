@@ -1,0 +1,12 @@
+//go:build tools
+
+// Package k8s pins the Kubernetes control-plane commands that the local test
+// cluster is built from. It is a throw-away module: nothing imports it.
+package k8s
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)
