@@ -1,0 +1,311 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Defaults that the CRD applies and that the controller falls back to when a
+// field is absent (for objects built in Go without the apiserver's defaulting).
+const (
+	DefaultSize           int32 = 1
+	DefaultImage                = "docker.io/library/memcached:1.6.38-alpine"
+	DefaultExporterImage        = "quay.io/prometheus/memcached-exporter:v0.15.3"
+	DefaultMaxConnections int32 = 1024
+	DefaultThreads        int32 = 4
+	DefaultMaxItemSizeKiB int32 = 1024
+	DefaultMemoryMiB      int32 = 64
+	MaxSize               int32 = 100
+	MemcachedPort         int32 = 11211
+	ExporterPort          int32 = 9150
+	MemcachedPortName           = "memcache"
+	ExporterPortName            = "metrics"
+	MinMemoryLimitMiB     int32 = 32
+)
+
+// AntiAffinityPreset spreads the instances of one Memcached over nodes.
+// +kubebuilder:validation:Enum=None;Soft;Hard
+type AntiAffinityPreset string
+
+const (
+	// AntiAffinityNone adds no pod anti-affinity.
+	AntiAffinityNone AntiAffinityPreset = "None"
+	// AntiAffinitySoft prefers one instance per node (the default).
+	AntiAffinitySoft AntiAffinityPreset = "Soft"
+	// AntiAffinityHard requires one instance per node; instances that do not
+	// fit stay Pending.
+	AntiAffinityHard AntiAffinityPreset = "Hard"
+)
+
+// MemcachedSpec is the desired state of a Memcached cache.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.memoryMiB) || !has(self.resources) || !has(self.resources.limits) || !('memory' in self.resources.limits) || quantity(string(self.memoryMiB) + 'Mi').compareTo(quantity(self.resources.limits.memory)) <= 0",message="memoryMiB must not exceed resources.limits.memory (memcached would be OOM-killed); lower memoryMiB or raise the limit"
+// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !('memory' in self.resources.limits) || quantity(self.resources.limits.memory).compareTo(quantity('32Mi')) >= 0",message="resources.limits.memory must be at least 32Mi"
+// +kubebuilder:validation:XValidation:rule="!has(self.memoryMiB) || !has(self.maxItemSizeKiB) || self.maxItemSizeKiB * 2 <= self.memoryMiB * 1024",message="maxItemSizeKiB must be at most half of memoryMiB (memcached refuses to start otherwise)"
+// +kubebuilder:validation:XValidation:rule="!has(self.antiAffinity) || self.antiAffinity == 'None' || !has(self.affinity) || !has(self.affinity.podAntiAffinity)",message="set either the antiAffinity preset or affinity.podAntiAffinity, not both (use antiAffinity: None with a custom podAntiAffinity)"
+// +kubebuilder:validation:XValidation:rule="!has(self.exporter) || !has(self.exporter.serviceMonitor) || !self.exporter.serviceMonitor.enabled || self.exporter.enabled",message="exporter.serviceMonitor.enabled requires exporter.enabled"
+type MemcachedSpec struct {
+	// Size is the number of memcached instances. 0 parks the cache (no pods,
+	// the objects stay). The controller never runs more than Size instances,
+	// also not during a rollout.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	Size *int32 `json:"size,omitempty"`
+
+	// Image is the memcached container image. It must run memcached when
+	// given only flags as arguments, as the official image does.
+	// +kubebuilder:default="docker.io/library/memcached:1.6.38-alpine"
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^[^\s]+$`
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// ImagePullPolicy of the memcached and exporter containers.
+	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	// +optional
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+
+	// MemoryMiB is the item memory of each instance (memcached -m). When
+	// absent it is derived from resources.limits.memory minus headroom for
+	// connections and the hash table (10%, at least 16 MiB), or 64 without a
+	// memory limit. It must not exceed the memory limit.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1048576
+	// +optional
+	MemoryMiB *int32 `json:"memoryMiB,omitempty"`
+
+	// MaxConnections is the connection limit of each instance (memcached -c).
+	// +kubebuilder:default=1024
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	// +optional
+	MaxConnections int32 `json:"maxConnections,omitempty"`
+
+	// Threads is the number of worker threads (memcached -t).
+	// +kubebuilder:default=4
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	// +optional
+	Threads int32 `json:"threads,omitempty"`
+
+	// MaxItemSizeKiB is the largest item memcached stores, in KiB
+	// (memcached -I). It must be at most half of the item memory.
+	// +kubebuilder:default=1024
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1048576
+	// +optional
+	MaxItemSizeKiB int32 `json:"maxItemSizeKiB,omitempty"`
+
+	// Verbosity is memcached's log verbosity: 0 quiet, 1 -v, 2 -vv, 3 -vvv.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=3
+	// +optional
+	Verbosity int32 `json:"verbosity,omitempty"`
+
+	// ExtraArgs are appended to the memcached command line. Flags the
+	// controller manages (port, listen address, memory, connections,
+	// threads, item size, verbosity, user, daemon mode, sockets) are
+	// rejected; set the matching field instead.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^(-[pUlmctIvdusPa]|--(port|udp-port|listen|memory-limit|conn-limit|threads|max-item-size|verbose|daemon|user|unix-socket|unix-mask|pidfile|vv|vvv)(=|$))'))",message="extraArgs must not set flags the controller manages (-p -U -l -m -c -t -I -v -d -u -s -a -P and their long forms); use the matching spec field"
+	// +listType=atomic
+	// +optional
+	ExtraArgs []string `json:"extraArgs,omitempty"`
+
+	// Resources of the memcached container.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// NodeSelector constrains the nodes the instances run on.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// Tolerations of the instances.
+	// +listType=atomic
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// Affinity of the instances. A podAntiAffinity here replaces the
+	// antiAffinity preset.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+
+	// AntiAffinity is a preset that spreads the instances over nodes:
+	// Soft (the default when affinity.podAntiAffinity is not set) prefers
+	// one instance per node, Hard requires it, None adds nothing.
+	// +optional
+	AntiAffinity AntiAffinityPreset `json:"antiAffinity,omitempty"`
+
+	// TopologySpreadConstraints of the instances. A constraint without a
+	// labelSelector gets the selector of this cache's pods.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+
+	// PodDisruptionBudget limits voluntary disruptions of the instances.
+	// +optional
+	PodDisruptionBudget *PodDisruptionBudgetSpec `json:"podDisruptionBudget,omitempty"`
+
+	// PriorityClassName of the instances.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+
+	// MinReadySeconds a new instance must be ready before it counts as
+	// available (and the rollout moves on).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=3600
+	// +optional
+	MinReadySeconds int32 `json:"minReadySeconds,omitempty"`
+
+	// Exporter adds a Prometheus memcached exporter sidecar.
+	// +optional
+	Exporter *ExporterSpec `json:"exporter,omitempty"`
+}
+
+// PodDisruptionBudgetSpec configures the PodDisruptionBudget of a cache.
+type PodDisruptionBudgetSpec struct {
+	// Enabled creates the PodDisruptionBudget. When absent it is created
+	// only when size > 1.
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// MaxUnavailable instances during voluntary disruptions: a number >= 1
+	// or a percentage such as "25%".
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^([1-9][0-9]?|100)%$')",message="maxUnavailable must be an integer >= 1 or a percentage between 1% and 100%"
+	// +optional
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+}
+
+// ExporterSpec configures the Prometheus memcached exporter sidecar.
+type ExporterSpec struct {
+	// Enabled adds the exporter container (port 9150, named metrics) to
+	// every instance and the metrics port to the Service.
+	Enabled bool `json:"enabled"`
+
+	// Image of the exporter.
+	// +kubebuilder:default="quay.io/prometheus/memcached-exporter:v0.15.3"
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^[^\s]+$`
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// Resources of the exporter container.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// ServiceMonitor creates a prometheus-operator ServiceMonitor for the
+	// exporter, when that CRD is installed in the cluster.
+	// +optional
+	ServiceMonitor *ServiceMonitorSpec `json:"serviceMonitor,omitempty"`
+}
+
+// ServiceMonitorSpec configures the optional ServiceMonitor.
+type ServiceMonitorSpec struct {
+	// Enabled creates the ServiceMonitor.
+	Enabled bool `json:"enabled"`
+
+	// Interval between scrapes, e.g. 30s.
+	// +kubebuilder:validation:Pattern=`^([0-9]+(ms|s|m|h))+$`
+	// +optional
+	Interval string `json:"interval,omitempty"`
+
+	// Labels added to the ServiceMonitor, e.g. the label a Prometheus
+	// selects ServiceMonitors by.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// Condition types of a Memcached.
+const (
+	// ConditionAvailable is True when every requested instance is ready
+	// (and has been for minReadySeconds).
+	ConditionAvailable = "Available"
+	// ConditionProgressing is True while a rollout or scale is under way.
+	ConditionProgressing = "Progressing"
+	// ConditionDegraded is True when the controller cannot reach the
+	// desired state without help: a foreign object, an invalid spec, an
+	// apiserver error, or a stuck rollout.
+	ConditionDegraded = "Degraded"
+)
+
+// MemcachedStatus is the observed state of a Memcached cache.
+type MemcachedStatus struct {
+	// ObservedGeneration is the generation of the spec the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Replicas is the number of instances (pods) that exist.
+	// +optional
+	Replicas int32 `json:"replicas"`
+
+	// ReadyReplicas is the number of ready instances.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas"`
+
+	// Selector is the label selector of the instances, for the scale
+	// subresource (autoscalers).
+	// +optional
+	Selector string `json:"selector,omitempty"`
+
+	// ServiceName is the headless Service that resolves to the ready
+	// instances.
+	// +optional
+	ServiceName string `json:"serviceName,omitempty"`
+
+	// Servers are the host:port addresses of the ready instances, sorted:
+	// the server list of a client-side consistent-hashing client.
+	// +listType=atomic
+	// +optional
+	Servers []string `json:"servers,omitempty"`
+
+	// Conditions: Available, Progressing, Degraded.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Memcached runs a memcached cache: a Deployment of size instances, a
+// headless Service and a PodDisruptionBudget, all owned by this object.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.size,statuspath=.status.replicas,selectorpath=.status.selector
+// +kubebuilder:resource:shortName=mc,categories=runbook
+// +kubebuilder:printcolumn:name="Size",type=integer,JSONPath=`.spec.size`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
+// +kubebuilder:printcolumn:name="Available",type=string,JSONPath=`.status.conditions[?(@.type=="Available")].status`
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label (lower-case letters, digits and '-', starting with a letter, at most 63 characters): it names the Service and labels the pods"
+type Memcached struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +optional
+	Spec MemcachedSpec `json:"spec,omitempty"`
+	// +optional
+	Status MemcachedStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// MemcachedList is a list of Memcached.
+type MemcachedList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Memcached `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Memcached{}, &MemcachedList{})
+}
