@@ -1,0 +1,338 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// RestartedAtAnnotation is set on spec.template.metadata.annotations of a
+// target to restart it, the way `kubectl rollout restart` sets
+// kubectl.kubernetes.io/restartedAt. Its value (RFC 3339) is also the time of
+// the target's last restart, which the cooldown reads.
+const RestartedAtAnnotation = "autoreboot.runbook.dev/restartedAt"
+
+// Condition types.
+const (
+	// ConditionReady is True when every policy has a running trigger and the
+	// target exists and can be restarted.
+	ConditionReady = "Ready"
+	// ConditionDegraded is True when something keeps a policy or the restart
+	// from working; its reason says what.
+	ConditionDegraded = "Degraded"
+)
+
+// Condition reasons.
+const (
+	ReasonReconciled        = "Reconciled"
+	ReasonSuspended         = "Suspended"
+	ReasonTargetNotFound    = "TargetNotFound"
+	ReasonTargetPaused      = "TargetPaused"
+	ReasonTargetOnDelete    = "TargetOnDelete"
+	ReasonSecretNotFound    = "SecretNotFound"
+	ReasonProbeError        = "ProbeError"
+	ReasonExecNotAllowed    = "ExecNotAllowed"
+	ReasonLinkLocalRefused  = "LinkLocalRefused"
+	ReasonWatchedNotFound   = "WatchedObjectNotFound"
+	ReasonRestartFailed     = "RestartFailed"
+	ReasonAsExpected        = "AsExpected"
+	ReasonRestartPending    = "RestartPending"
+	ReasonRolloutInProgress = "RolloutInProgress"
+)
+
+// Policy results as shown in status.policies[].lastResult.
+const (
+	// ResultSuccess: the probe succeeded, or the query / watched object was
+	// read and matches the baseline.
+	ResultSuccess = "Success"
+	// ResultFailure: the probe failed (the target is unhealthy).
+	ResultFailure = "Failure"
+	// ResultChanged: the query result or watched data differs from the baseline.
+	ResultChanged = "Changed"
+	// ResultError: the trigger could not be evaluated (configuration or
+	// access problem); an error never restarts the target.
+	ResultError = "Error"
+)
+
+// TargetKind is the kind of workload a RebootPolicy restarts.
+// +kubebuilder:validation:Enum=Deployment;StatefulSet;DaemonSet
+type TargetKind string
+
+// Target kinds.
+const (
+	KindDeployment  TargetKind = "Deployment"
+	KindStatefulSet TargetKind = "StatefulSet"
+	KindDaemonSet   TargetKind = "DaemonSet"
+)
+
+// TargetRef names the workloads to restart, in the RebootPolicy's namespace.
+// +kubebuilder:validation:XValidation:rule="has(self.name) != has(self.selector)",message="target: set exactly one of name or selector"
+type TargetRef struct {
+	// APIVersion of the target; only apps/v1 is supported.
+	// +kubebuilder:validation:Enum=apps/v1
+	// +kubebuilder:default="apps/v1"
+	// +optional
+	APIVersion string `json:"apiVersion,omitempty"`
+
+	// Kind of the target workload.
+	Kind TargetKind `json:"kind"`
+
+	// Name of one workload to restart.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Name string `json:"name,omitempty"`
+
+	// Selector restarts every workload of Kind in the namespace whose labels match.
+	// +optional
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+}
+
+// SQLDriver is the database driver of an sql trigger.
+// +kubebuilder:validation:Enum=mysql;postgres
+type SQLDriver string
+
+// SQL drivers.
+const (
+	DriverMySQL    SQLDriver = "mysql"
+	DriverPostgres SQLDriver = "postgres"
+)
+
+// SecretKeySelector names a key of a Secret in the RebootPolicy's namespace.
+type SecretKeySelector struct {
+	// Name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// Key in the Secret's data.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key"`
+}
+
+// SQLTrigger runs a query periodically and fires when its result set differs
+// from the last one seen. The first result only sets the baseline.
+// +kubebuilder:validation:XValidation:rule="self.timeoutSeconds <= self.periodSeconds",message="sql: timeoutSeconds must not exceed periodSeconds"
+type SQLTrigger struct {
+	// Driver is mysql (MySQL, MariaDB) or postgres.
+	Driver SQLDriver `json:"driver"`
+	// DSNSecretRef names the Secret key holding the data source name
+	// (go-sql-driver/mysql DSN, or a PostgreSQL URL / keyword string).
+	DSNSecretRef SecretKeySelector `json:"dsnSecretRef"`
+	// Query whose complete result set is fingerprinted.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	Query string `json:"query"`
+	// PeriodSeconds between two queries.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	// +kubebuilder:default=30
+	// +optional
+	PeriodSeconds int32 `json:"periodSeconds,omitempty"`
+	// TimeoutSeconds bounds one query, connection included.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=300
+	// +kubebuilder:default=5
+	// +optional
+	TimeoutSeconds int32 `json:"timeoutSeconds,omitempty"`
+}
+
+// WatchKind is the kind of object a watch trigger observes.
+// +kubebuilder:validation:Enum=ConfigMap;Secret
+type WatchKind string
+
+// Watch kinds.
+const (
+	WatchConfigMap WatchKind = "ConfigMap"
+	WatchSecret    WatchKind = "Secret"
+)
+
+// WatchTrigger fires when the data of a ConfigMap or Secret in the
+// RebootPolicy's namespace changes. The first observation sets the baseline.
+type WatchTrigger struct {
+	// Kind of the watched object.
+	Kind WatchKind `json:"kind"`
+	// Name of the watched object.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// Keys limits the comparison to these data keys; empty means all keys.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	// +optional
+	Keys []string `json:"keys,omitempty"`
+	// PeriodSeconds between two reads of the object.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	// +kubebuilder:default=10
+	// +optional
+	PeriodSeconds int32 `json:"periodSeconds,omitempty"`
+}
+
+// Trigger decides when a policy restarts the target. Exactly one of probe,
+// sql or watch is set.
+// +kubebuilder:validation:XValidation:rule="[has(self.probe), has(self.sql), has(self.watch)].filter(x, x).size() == 1",message="trigger: set exactly one of probe, sql or watch"
+// +kubebuilder:validation:XValidation:rule="!has(self.probe) || !has(self.probe.grpc) || (has(self.probeHost) && self.probeHost != '')",message="trigger.probeHost is required for a grpc probe"
+// +kubebuilder:validation:XValidation:rule="!has(self.probe) || !has(self.probe.httpGet) || (has(self.probe.httpGet.host) && self.probe.httpGet.host != '') || (has(self.probeHost) && self.probeHost != '')",message="probe.httpGet.host (or trigger.probeHost) is required: there is no pod IP to default to"
+// +kubebuilder:validation:XValidation:rule="!has(self.probe) || !has(self.probe.tcpSocket) || (has(self.probe.tcpSocket.host) && self.probe.tcpSocket.host != '') || (has(self.probeHost) && self.probeHost != '')",message="probe.tcpSocket.host (or trigger.probeHost) is required: there is no pod IP to default to"
+type Trigger struct {
+	// ProbeHost is the host a grpc probe connects to (GRPCAction has no
+	// host field), and the default host of httpGet and tcpSocket probes.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	ProbeHost string `json:"probeHost,omitempty"`
+	// Probe fires after failureThreshold consecutive failures. The handler
+	// is one of httpGet, tcpSocket, grpc (probed at probeHost) or exec (a
+	// script in the manager's --exec-probe-dir, when that is enabled).
+	// +kubebuilder:validation:XValidation:rule="[has(self.exec), has(self.httpGet), has(self.tcpSocket), has(self.grpc)].filter(x, x).size() == 1",message="probe: set exactly one of exec, httpGet, tcpSocket or grpc"
+	// +kubebuilder:validation:XValidation:rule="!has(self.httpGet) || type(self.httpGet.port) == int",message="probe.httpGet.port must be a number (named ports need a pod)"
+	// +kubebuilder:validation:XValidation:rule="!has(self.tcpSocket) || type(self.tcpSocket.port) == int",message="probe.tcpSocket.port must be a number (named ports need a pod)"
+	// +kubebuilder:validation:XValidation:rule="!has(self.exec) || (has(self.exec.command) && size(self.exec.command) > 0)",message="probe.exec.command must name a script"
+	// +kubebuilder:validation:XValidation:rule="!has(self.periodSeconds) || (self.periodSeconds >= 1 && self.periodSeconds <= 86400)",message="probe.periodSeconds must be between 1 and 86400"
+	// +kubebuilder:validation:XValidation:rule="!has(self.timeoutSeconds) || (self.timeoutSeconds >= 1 && self.timeoutSeconds <= 300)",message="probe.timeoutSeconds must be between 1 and 300"
+	// +kubebuilder:validation:XValidation:rule="!has(self.failureThreshold) || (self.failureThreshold >= 1 && self.failureThreshold <= 1000)",message="probe.failureThreshold must be between 1 and 1000"
+	// +kubebuilder:validation:XValidation:rule="!has(self.successThreshold) || (self.successThreshold >= 1 && self.successThreshold <= 1000)",message="probe.successThreshold must be between 1 and 1000"
+	// +kubebuilder:validation:XValidation:rule="!has(self.initialDelaySeconds) || (self.initialDelaySeconds >= 0 && self.initialDelaySeconds <= 86400)",message="probe.initialDelaySeconds must be between 0 and 86400"
+	// +optional
+	Probe *corev1.Probe `json:"probe,omitempty"`
+	// SQL fires when a query's result set changes.
+	// +optional
+	SQL *SQLTrigger `json:"sql,omitempty"`
+	// Watch fires when a ConfigMap's or Secret's data changes.
+	// +optional
+	Watch *WatchTrigger `json:"watch,omitempty"`
+}
+
+// Policy is one named trigger for restarting the target.
+type Policy struct {
+	// Name identifies the policy within the RebootPolicy.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+	// Comment for humans.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Comment string `json:"comment,omitempty"`
+	// Trigger of the policy.
+	Trigger Trigger `json:"trigger"`
+}
+
+// RebootPolicySpec is the desired behaviour of a RebootPolicy.
+type RebootPolicySpec struct {
+	// Target names the workloads to restart.
+	Target TargetRef `json:"target"`
+
+	// Policies are the triggers; any of them firing restarts the target.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	Policies []Policy `json:"policies"`
+
+	// MinRestartInterval is the cooldown per target: no second restart
+	// within it. A trigger during the cooldown is remembered and acted on
+	// afterwards.
+	// +kubebuilder:default="1m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('168h')",message="minRestartInterval must be between 0s and 168h"
+	// +optional
+	MinRestartInterval *metav1.Duration `json:"minRestartInterval,omitempty"`
+
+	// Suspend stops every trigger and restart while true.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+}
+
+// PolicyStatus is the observed state of one policy. It is written on
+// transitions only (result changes, trigger, baseline change), not per probe.
+type PolicyStatus struct {
+	// Name of the policy.
+	Name string `json:"name"`
+	// LastResult is Success, Failure, Changed or Error.
+	// +optional
+	LastResult string `json:"lastResult,omitempty"`
+	// Reason is a CamelCase reason for an Error result.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// ConsecutiveFailures as of the last transition.
+	// +optional
+	ConsecutiveFailures int32 `json:"consecutiveFailures,omitempty"`
+	// LastTriggerTime is when this policy last fired.
+	// +optional
+	LastTriggerTime *metav1.Time `json:"lastTriggerTime,omitempty"`
+	// Message is a short human-readable note (never contains a DSN).
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Fingerprint is the sha256 of the last query result set or watched
+	// data (sql and watch triggers): the baseline that survives restarts
+	// of the operator.
+	// +optional
+	Fingerprint string `json:"fingerprint,omitempty"`
+	// TriggerHash identifies the trigger spec the fingerprint belongs to;
+	// a changed query or watched object starts a new baseline.
+	// +optional
+	TriggerHash string `json:"triggerHash,omitempty"`
+	// PendingTrigger is true when the policy fired and the restart waits
+	// for the cooldown or a running rollout.
+	// +optional
+	PendingTrigger bool `json:"pendingTrigger,omitempty"`
+}
+
+// RebootPolicyStatus is the observed state of a RebootPolicy.
+type RebootPolicyStatus struct {
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: Ready and Degraded.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// RestartCount counts the restarts this RebootPolicy performed.
+	// +optional
+	RestartCount int64 `json:"restartCount,omitempty"`
+	// LastRestartTime is when this RebootPolicy last restarted its target.
+	// +optional
+	LastRestartTime *metav1.Time `json:"lastRestartTime,omitempty"`
+	// Policies is the state of each policy.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Policies []PolicyStatus `json:"policies,omitempty"`
+}
+
+// RebootPolicy restarts a workload (like `kubectl rollout restart`) when one
+// of its triggers fires: a failing probe, a changed SQL result or a changed
+// ConfigMap/Secret.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=rbp
+// +kubebuilder:printcolumn:name="Kind",type=string,JSONPath=`.spec.target.kind`
+// +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.spec.target.name`
+// +kubebuilder:printcolumn:name="Policies",type=string,JSONPath=`.spec.policies[*].name`
+// +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restartCount`
+// +kubebuilder:printcolumn:name="Last Restart",type=date,JSONPath=`.status.lastRestartTime`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type RebootPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   RebootPolicySpec   `json:"spec"`
+	Status RebootPolicyStatus `json:"status,omitempty"`
+}
+
+// RebootPolicyList is a list of RebootPolicy.
+// +kubebuilder:object:root=true
+type RebootPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []RebootPolicy `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&RebootPolicy{}, &RebootPolicyList{})
+}
