@@ -3,10 +3,20 @@ package main
 import (
 	"errors"
 	"flag"
+	"os"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
 
+	cachev1alpha1 "github.com/runbook-dev/runbook/api/cache/v1alpha1"
+	cachecontroller "github.com/runbook-dev/runbook/internal/controller/cache"
 	"github.com/runbook-dev/runbook/internal/registry"
+
+	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
+	scalingcontroller "github.com/runbook-dev/runbook/internal/controller/scaling"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 var errCacheNotSynced = errors.New("informer caches not synced yet")
@@ -17,4 +27,38 @@ var errCacheNotSynced = errors.New("informer caches not synced yet")
 // with every dependency passed in (no package-level state).
 func registerControllers(reg *registry.Registry, scheme *runtime.Scheme, fs *flag.FlagSet) {
 	// +runbook:controllers
+	// nsscaler: NSScalers (scaling.runbook.dev) park namespaces, see docs/nsscaler.md.
+	utilruntime.Must(scalingv1alpha1.AddToScheme(scheme))
+	operatorNamespace := fs.String("operator-namespace", os.Getenv("POD_NAMESPACE"),
+		"The operator's own namespace, which NSScalers never park (default $POD_NAMESPACE).")
+	nsscalerWrites := fs.Int("nsscaler-write-concurrency", 16, "Workload writes the nsscaler controller keeps in flight.")
+	reg.Add("nsscaler", func(mgr ctrl.Manager) error {
+		metrics, err := scalingcontroller.NewMetrics(crmetrics.Registry)
+		if err != nil {
+			return err
+		}
+		return (&scalingcontroller.Reconciler{
+			Client:            mgr.GetClient(),
+			APIReader:         mgr.GetAPIReader(),
+			Cache:             mgr.GetCache(),
+			RESTMapper:        mgr.GetRESTMapper(),
+			Recorder:          mgr.GetEventRecorder(scalingcontroller.ControllerName),
+			Clock:             clock.RealClock{},
+			Metrics:           metrics,
+			OperatorNamespace: *operatorNamespace,
+			WriteConcurrency:  *nsscalerWrites,
+		}).SetupWithManager(mgr)
+	})
+	// memcached: Memcached caches (cache.runbook.dev), see docs/memcached.md.
+	utilruntime.Must(cachev1alpha1.AddToScheme(scheme))
+	memcachedWorkers := fs.Int("memcached-max-concurrent-reconciles", 4, "Memcached objects the memcached controller reconciles in parallel.")
+	reg.Add("memcached", func(mgr ctrl.Manager) error {
+		return (&cachecontroller.Reconciler{
+			Client:                  mgr.GetClient(),
+			Recorder:                mgr.GetEventRecorder("memcached-controller"),
+			Clock:                   clock.RealClock{},
+			FieldManager:            cachecontroller.DefaultFieldManager,
+			MaxConcurrentReconciles: *memcachedWorkers,
+		}).SetupWithManager(mgr)
+	})
 }
