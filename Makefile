@@ -62,7 +62,7 @@ k8s-binaries: ## Build etcd, kube-apiserver, controller-manager, scheduler, kube
 	@bash hack/build-k8s.sh
 
 .PHONY: test
-test: manifests generate k8s-binaries ## Unit, integration (envtest) and end-to-end (kwok cluster) tests.
+test: manifests generate k8s-binaries $(KUSTOMIZE) $(HELM) ## Unit, integration (envtest) and end-to-end (kwok cluster) tests.
 	@bash hack/check-prereqs.sh
 	go test $(GO_TEST_FLAGS) $(GO_TEST_PACKAGES)
 
@@ -101,7 +101,7 @@ $(HELM):
 	$(call go-install-tool,$@,helm.sh/helm/v3/cmd/helm,$(HELM_VERSION))
 
 .PHONY: tools
-tools: $(CONTROLLER_GEN) $(KUSTOMIZE) $(GOLANGCI_LINT) ## Install the pinned tools.
+tools: $(CONTROLLER_GEN) $(KUSTOMIZE) $(GOLANGCI_LINT) $(HELM) ## Install the pinned tools.
 
 # go-install-tool installs package $2@$3 as the versioned binary $1, so a
 # version bump in this file installs the new tool instead of reusing the old.
@@ -112,3 +112,69 @@ define go-install-tool
   mv "$(BIN)/$$(basename $(2) | sed 's/^v[0-9]*$$/kustomize/')" "$(1)"; \
 }
 endef
+
+##@ Install and deploy (to the cluster of the current KUBECONFIG)
+
+KUBECTL ?= $(K8S_BIN)/kubectl
+CONTAINER_TOOL ?= docker
+DIST_DIR ?= dist
+ignore-not-found ?= false
+
+# render-default prints config/default with the manager image set to $(IMG).
+# It edits a temporary copy of config/, so the committed kustomization never
+# changes; the copy is removed when the recipe's shell exits.
+define render-default
+tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && cp -r config "$$tmp/" && (cd "$$tmp/config/manager" && $(KUSTOMIZE) edit set image controller=$(IMG)) && $(KUSTOMIZE) build "$$tmp/config/default"
+endef
+
+.PHONY: install
+install: manifests $(KUSTOMIZE) ## Install the CRDs (server-side apply).
+	$(KUSTOMIZE) build config/crd | $(KUBECTL) apply --server-side -f -
+
+.PHONY: uninstall
+uninstall: manifests $(KUSTOMIZE) ## Remove the CRDs (and every custom resource!). ignore-not-found=true to ignore absent ones.
+	$(KUSTOMIZE) build config/crd | $(KUBECTL) delete --ignore-not-found=$(ignore-not-found) -f -
+
+.PHONY: deploy
+deploy: manifests $(KUSTOMIZE) ## Deploy config/default (namespace runbook-system) with the manager image $(IMG).
+	$(render-default) | $(KUBECTL) apply --server-side -f -
+
+.PHONY: undeploy
+undeploy: $(KUSTOMIZE) ## Remove everything deploy created. ignore-not-found=true to ignore absent objects.
+	$(KUSTOMIZE) build config/default | $(KUBECTL) delete --ignore-not-found=$(ignore-not-found) -f -
+
+.PHONY: build-installer
+build-installer: manifests $(KUSTOMIZE) ## Write dist/install.yaml: CRDs, RBAC and the manager (image $(IMG)) in one file.
+	@mkdir -p $(DIST_DIR)
+	$(render-default) > $(DIST_DIR)/install.yaml
+	@echo "wrote $(DIST_DIR)/install.yaml (image $(IMG)); install with: kubectl apply --server-side -f $(DIST_DIR)/install.yaml"
+
+.PHONY: docker-build
+docker-build: ## Build the manager image $(IMG) (needs a Docker engine; there is none on the project's machines).
+	@command -v $(CONTAINER_TOOL) >/dev/null || { echo "$(CONTAINER_TOOL) not found: building an image needs a container engine. 'make build-static' builds the same static binary without one." >&2; exit 1; }
+	$(CONTAINER_TOOL) build -t $(IMG) .
+
+.PHONY: docker-push
+docker-push: ## Push the manager image $(IMG).
+	$(CONTAINER_TOOL) push $(IMG)
+
+.PHONY: build-static
+build-static: ## Build the static manager binary (CGO disabled, as in the image) into bin/manager-static.
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o $(BIN)/manager-static ./cmd
+
+##@ Helm chart (charts/runbook)
+
+.PHONY: helm-crds
+helm-crds: ## Copy the generated CRDs and manager ClusterRole into the chart (a test fails when they drift).
+	@mkdir -p charts/runbook/crds charts/runbook/files
+	rm -f charts/runbook/crds/*.yaml
+	cp config/crd/bases/*.yaml charts/runbook/crds/
+	cp config/rbac/role.yaml charts/runbook/files/manager-role.yaml
+
+.PHONY: helm-lint
+helm-lint: $(HELM) ## Lint the chart.
+	$(HELM) lint --strict charts/runbook
+
+.PHONY: helm-template
+helm-template: $(HELM) ## Render the chart with its default values.
+	$(HELM) template runbook charts/runbook --namespace runbook-system

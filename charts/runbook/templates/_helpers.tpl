@@ -1,0 +1,58 @@
+{{/* Name of the chart, overridable with nameOverride. */}}
+{{- define "runbook.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Fully qualified app name: the release name, prefixed unless it holds the chart name. */}}
+{{- define "runbook.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "runbook.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "runbook.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "runbook.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "runbook.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+control-plane: controller-manager
+{{- end }}
+
+{{- define "runbook.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (printf "%s-controller-manager" (include "runbook.fullname" .)) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The --controllers list: the enabled ones, in a fixed order. */}}
+{{- define "runbook.controllers" -}}
+{{- $enabled := list }}
+{{- range $name := list "rebootpolicy" "memcached" "nsscaler" }}
+{{- $c := index $.Values.controllers $name }}
+{{- if and $c $c.enabled }}
+{{- $enabled = append $enabled $name }}
+{{- end }}
+{{- end }}
+{{- if not $enabled }}
+{{- fail "enable at least one of controllers.rebootpolicy, controllers.memcached, controllers.nsscaler" }}
+{{- end }}
+{{- join "," $enabled }}
+{{- end }}
+
+{{- define "runbook.execProbesConfigMap" -}}
+{{- default (printf "%s-exec-probes" (include "runbook.fullname" .)) .Values.execProbes.existingConfigMap }}
+{{- end }}

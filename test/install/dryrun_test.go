@@ -1,0 +1,164 @@
+package install
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/runbook-dev/runbook/test/testenv"
+)
+
+// apiserver is an envtest control plane that kubectl talks to.
+type apiserver struct {
+	kubectl, kubeconfig string
+}
+
+func startAPIServer(t *testing.T) *apiserver {
+	t.Helper()
+	kubectl := kubectlBin(t)
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	env, err := testenv.Start(scheme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	user, err := env.AddUser(envtest.User{Name: "install-test", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatalf("provisioning a kubectl user: %v", err)
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &apiserver{kubectl: kubectl, kubeconfig: path}
+}
+
+func (a *apiserver) run(t *testing.T, stdin []byte, args ...string) result {
+	t.Helper()
+	return mustRun(t, stdin, a.kubectl, append([]string{"--kubeconfig", a.kubeconfig}, args...)...)
+}
+
+// dryRun applies a rendered stream with server-side apply in server dry-run
+// mode: the apiserver validates every object (schemas, CRD validation,
+// admission including Pod Security) without persisting it. It fails on any
+// error, on a Pod Security warning, and when not every object was applied.
+func (a *apiserver) dryRun(t *testing.T, rendered []byte) {
+	t.Helper()
+	objs := decodeObjects(t, rendered)
+	r := a.run(t, rendered, "apply", "--server-side", "--dry-run=server", "--field-manager=runbook-install", "-f", "-")
+	if w := string(r.stderr); strings.Contains(w, "PodSecurity") || strings.Contains(w, "Warning") {
+		t.Errorf("the apiserver warned:\n%s", w)
+	}
+	applied := strings.Count(string(r.stdout), "serverside-applied (server dry run)")
+	if applied != len(objs) {
+		t.Errorf("%d of %d objects applied in dry-run:\n%s", applied, len(objs), r.stdout)
+	}
+}
+
+// createNamespaces creates the Namespace objects of a rendered stream for
+// real: a dry-run create of the namespace would not make the namespaced
+// objects after it valid.
+func (a *apiserver) createNamespaces(t *testing.T, rendered []byte) {
+	t.Helper()
+	var docs [][]byte
+	for _, o := range decodeObjects(t, rendered) {
+		if o.GetKind() == "Namespace" {
+			b, err := yaml.Marshal(o.Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			docs = append(docs, b)
+		}
+	}
+	if len(docs) == 0 {
+		t.Fatal("no Namespace rendered")
+	}
+	a.run(t, bytes.Join(docs, []byte("---\n")), "apply", "--server-side", "-f", "-")
+}
+
+// TestServerSideDryRun installs the chart's CRDs for real, then has the
+// apiserver validate every object of config/default and of the chart.
+func TestServerSideDryRun(t *testing.T) {
+	a := startAPIServer(t)
+
+	// testenv installed config/crd/bases; the chart's crds/ must apply over
+	// them cleanly (they are the same objects) and be served.
+	a.run(t, nil, "apply", "--server-side", "--force-conflicts", "-f", repoPath("charts", "runbook", "crds"))
+	a.run(t, nil, "wait", "--for=condition=Established", "crd", "--all", "--timeout=2m")
+
+	t.Run("Pod Security warnings are detected", func(t *testing.T) {
+		// A positive control for the warning check below: a privileged
+		// Deployment in a restricted namespace must draw a warning.
+		a.run(t, []byte(restrictedNamespace("pss-control")), "apply", "--server-side", "-f", "-")
+		r := a.run(t, []byte(privilegedDeployment), "apply", "--server-side", "--dry-run=server", "-f", "-")
+		if !strings.Contains(string(r.stderr), "would violate PodSecurity") {
+			t.Fatalf("no Pod Security warning for a privileged Deployment; stderr:\n%s", r.stderr)
+		}
+	})
+
+	t.Run("config/default", func(t *testing.T) {
+		out := kustomizeBuild(t, repoPath("config", "default"))
+		a.createNamespaces(t, out)
+		a.dryRun(t, out)
+	})
+
+	t.Run("config/default with network policy and exec probe scripts", func(t *testing.T) {
+		// The ServiceMonitor needs the Prometheus Operator's CRD, which is not
+		// installed here; TestKustomizeOptionalParts checks it.
+		out := kustomizeBuild(t, enableOptional(t, "- ../network-policy", "components:", "- ../exec-probes"))
+		a.createNamespaces(t, out)
+		a.dryRun(t, out)
+	})
+
+	t.Run("Helm chart", func(t *testing.T) {
+		a.run(t, []byte(restrictedNamespace(helmNamespace)), "apply", "--server-side", "-f", "-")
+		a.dryRun(t, mustHelmTemplate(t, helmNamespace))
+		a.dryRun(t, mustHelmTemplate(t, helmNamespace,
+			"--set", "metrics.networkPolicy.enabled=true", "--set", "execProbes.enabled=true",
+			"--set-string", "execProbes.scripts.check\\.sh=#!/bin/sh\nexit 0\n"))
+	})
+}
+
+func restrictedNamespace(name string) string {
+	return `apiVersion: v1
+kind: Namespace
+metadata:
+  name: ` + name + `
+  labels:
+    pod-security.kubernetes.io/enforce: restricted
+    pod-security.kubernetes.io/warn: restricted
+`
+}
+
+const privilegedDeployment = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: privileged
+  namespace: pss-control
+spec:
+  selector:
+    matchLabels: {app: privileged}
+  template:
+    metadata:
+      labels: {app: privileged}
+    spec:
+      containers:
+      - name: c
+        image: example
+        securityContext:
+          privileged: true
+`

@@ -1,0 +1,112 @@
+package install
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+)
+
+// checkNoWildcards fails on a "*" anywhere in a rule: every verb, group,
+// resource and URL the manager may use is named.
+func checkNoWildcards(t *testing.T, what string, rules []rbacv1.PolicyRule) {
+	t.Helper()
+	for i, r := range rules {
+		for field, values := range map[string][]string{
+			"verbs": r.Verbs, "apiGroups": r.APIGroups, "resources": r.Resources,
+			"resourceNames": r.ResourceNames, "nonResourceURLs": r.NonResourceURLs,
+		} {
+			for _, v := range values {
+				if v == rbacv1.VerbAll || v == rbacv1.ResourceAll || v == "*/*" || (field == "resources" && len(v) > 1 && v[len(v)-2:] == "/*") {
+					t.Errorf("%s rule %d grants the wildcard %s %q: name each one (%+v)", what, i, field, v, r)
+				}
+			}
+		}
+	}
+}
+
+// secretVerbs collects the verbs granted on core Secrets.
+func secretVerbs(rules []rbacv1.PolicyRule) []string {
+	var verbs []string
+	for _, r := range rules {
+		if !slices.Contains(r.APIGroups, "") {
+			continue
+		}
+		if slices.Contains(r.Resources, "secrets") {
+			verbs = append(verbs, r.Verbs...)
+		}
+	}
+	slices.Sort(verbs)
+	return slices.Compact(verbs)
+}
+
+// TestGeneratedClusterRoleIsLeastPrivilege guards the ClusterRole that
+// controller-gen generates from the controllers' +kubebuilder:rbac markers.
+func TestGeneratedClusterRoleIsLeastPrivilege(t *testing.T) {
+	role := readClusterRole(t, repoPath("config", "rbac", "role.yaml"))
+	if role.Name != "manager-role" {
+		t.Errorf("generated ClusterRole is %q, want manager-role (bound by config/rbac/role_binding.yaml)", role.Name)
+	}
+	if len(role.Rules) == 0 {
+		t.Fatal("the generated ClusterRole has no rules: the controllers' +kubebuilder:rbac markers are missing")
+	}
+	checkNoWildcards(t, "config/rbac/role.yaml", role.Rules)
+
+	// Secrets are only read, one by one, in the namespace of the policy that
+	// references them: a get per read (an uncached client), never a
+	// cluster-wide list or watch that would cache every Secret in memory.
+	if verbs := secretVerbs(role.Rules); len(verbs) > 0 && !slices.Equal(verbs, []string{"get"}) {
+		t.Errorf("config/rbac/role.yaml grants %v on secrets; only get is allowed: read Secrets with the manager's APIReader "+
+			"(uncached) and mark `+kubebuilder:rbac:groups=\"\",resources=secrets,verbs=get`", verbs)
+	}
+
+	// Nothing may escalate its own privileges or impersonate.
+	for i, r := range role.Rules {
+		for _, v := range r.Verbs {
+			if v == "escalate" || v == "bind" || v == "impersonate" {
+				t.Errorf("config/rbac/role.yaml rule %d grants %q", i, v)
+			}
+		}
+		if slices.Contains(r.APIGroups, rbacv1.GroupName) {
+			t.Errorf("config/rbac/role.yaml rule %d grants access to RBAC objects: %+v", i, r)
+		}
+	}
+}
+
+// TestHandWrittenRolesHaveNoWildcards covers every other Role and ClusterRole
+// in config/rbac and the chart.
+func TestHandWrittenRolesHaveNoWildcards(t *testing.T) {
+	files, err := filepath.Glob(repoPath("config", "rbac", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range decodeObjects(t, b) {
+			if o.GetKind() == "Role" || o.GetKind() == "ClusterRole" {
+				checkNoWildcards(t, filepath.Base(f), convert[rbacv1.ClusterRole](t, o).Rules)
+				checked++
+			}
+		}
+	}
+	objs := objectSet(decodeObjects(t, mustHelmTemplate(t, helmNamespace, allOptional...)))
+	for _, kind := range []string{"Role", "ClusterRole"} {
+		for _, o := range objs.ofKind(kind) {
+			role := convert[rbacv1.ClusterRole](t, o)
+			checkNoWildcards(t, "chart "+kind+" "+o.GetName(), role.Rules)
+			if verbs := secretVerbs(role.Rules); len(verbs) > 0 && !slices.Equal(verbs, []string{"get"}) {
+				t.Errorf("chart %s %s grants %v on secrets", kind, o.GetName(), verbs)
+			}
+			checked++
+		}
+	}
+	if checked < 8 {
+		t.Errorf("checked only %d roles: the RBAC files moved?", checked)
+	}
+}
