@@ -1,0 +1,231 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// DeletionPolicy says what happens to parked workloads when their NSScaler is
+// deleted.
+// +kubebuilder:validation:Enum=Restore;Keep
+type DeletionPolicy string
+
+const (
+	// DeletionPolicyRestore restores every parked workload to its recorded
+	// original before the NSScaler goes away (the default).
+	DeletionPolicyRestore DeletionPolicy = "Restore"
+	// DeletionPolicyKeep leaves workloads parked; their annotations stay, so
+	// a later NSScaler that selects the namespace can still restore them.
+	DeletionPolicyKeep DeletionPolicy = "Keep"
+)
+
+// Built-in workload kinds, given without a group.
+const (
+	KindDeployment  = "Deployment"
+	KindStatefulSet = "StatefulSet"
+	KindCronJob     = "CronJob"
+)
+
+// WorkloadKind names a kind of workload to park. Built-in kinds (Deployment,
+// StatefulSet, CronJob) are given without a group; any other kind must name
+// its API group and must serve the scale subresource (e.g.
+// group: cache.runbook.dev, kind: Memcached).
+// +kubebuilder:validation:XValidation:rule="has(self.group) && self.group != ” || self.kind in ['Deployment', 'StatefulSet', 'CronJob']",message="a kind without a group must be one of Deployment, StatefulSet, CronJob"
+// +kubebuilder:validation:XValidation:rule="!has(self.group) || !(self.group in ['apps', 'batch', 'core', 'extensions'])",message="built-in kinds are given without a group; a group names a custom resource with a scale subresource"
+type WorkloadKind struct {
+	// Group is the API group of a custom resource kind; empty for the
+	// built-in kinds.
+	// +optional
+	// +kubebuilder:default=""
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Group string `json:"group,omitempty"`
+
+	// Kind is the kind, e.g. Deployment or Memcached.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Z][A-Za-z0-9]*$`
+	Kind string `json:"kind"`
+}
+
+// NSScalerSpec selects namespaces and says which of their workloads to park.
+// +kubebuilder:validation:XValidation:rule="(has(self.namespacePrefix) && self.namespacePrefix != ”) || has(self.namespaceSelector)",message="set namespacePrefix or namespaceSelector (or both)"
+// +kubebuilder:validation:XValidation:rule="!has(self.namespaceSelector) || (has(self.namespaceSelector.matchLabels) && size(self.namespaceSelector.matchLabels) > 0) || (has(self.namespaceSelector.matchExpressions) && size(self.namespaceSelector.matchExpressions) > 0)",message="namespaceSelector must not be empty: an empty selector would select every namespace"
+type NSScalerSpec struct {
+	// NamespacePrefix selects the namespaces whose name starts with it. When
+	// namespaceSelector is set too, a namespace must match both.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=62
+	// +kubebuilder:validation:Pattern=`^[a-z0-9][-a-z0-9]*$`
+	NamespacePrefix string `json:"namespacePrefix,omitempty"`
+
+	// NamespaceSelector selects namespaces by label. It must not be empty.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+
+	// Whitelist names the selected namespaces that keep running (full names).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=1024
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Whitelist []string `json:"whitelist,omitempty"`
+
+	// Kinds lists the kinds of workloads to park. Deployments and StatefulSets
+	// are scaled to zero, CronJobs are suspended, custom resources are scaled
+	// to zero through their scale subresource.
+	// +optional
+	// +listType=map
+	// +listMapKey=group
+	// +listMapKey=kind
+	// +kubebuilder:default={{kind:"Deployment"},{kind:"StatefulSet"}}
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	Kinds []WorkloadKind `json:"kinds,omitempty"`
+
+	// Suspend stops the NSScaler from acting: nothing is parked or restored
+	// while it is true.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+
+	// DeletionPolicy says what happens to parked workloads when the NSScaler
+	// is deleted: Restore (default) or Keep.
+	// +optional
+	// +kubebuilder:default=Restore
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+}
+
+// Condition types of an NSScaler.
+const (
+	// ConditionReady is True when the last reconcile applied the spec.
+	ConditionReady = "Ready"
+	// ConditionParked is True when no pod remains in a parked namespace.
+	ConditionParked = "Parked"
+	// ConditionDegraded is True when some workloads could not be handled or
+	// namespaces are contested by another NSScaler.
+	ConditionDegraded = "Degraded"
+)
+
+// Condition reasons of an NSScaler.
+const (
+	ReasonReconciled         = "Reconciled"
+	ReasonSuspended          = "Suspended"
+	ReasonReconcileError     = "ReconcileError"
+	ReasonPodsRemaining      = "PodsRemaining"
+	ReasonWorkloadsPending   = "WorkloadsPending"
+	ReasonAllPodsGone        = "AllPodsGone"
+	ReasonNothingParked      = "NothingParked"
+	ReasonNamespaceConflict  = "NamespaceConflict"
+	ReasonWorkloadErrors     = "WorkloadErrors"
+	ReasonKindUnavailable    = "KindUnavailable"
+	ReasonInvalidAnnotation  = "InvalidAnnotation"
+	ReasonAsExpected         = "AsExpected"
+	ReasonRestoring          = "Restoring"
+	ReasonInvalidSelector    = "InvalidSelector"
+	ReasonProtectedNamespace = "ProtectedNamespace"
+)
+
+// NamespaceConflict names a namespace that another NSScaler selects too.
+type NamespaceConflict struct {
+	// Namespace is the contested namespace.
+	Namespace string `json:"namespace"`
+	// Owner is the NSScaler that acts on it: the oldest one selecting it.
+	Owner string `json:"owner"`
+}
+
+// NSScalerStatus is the observed state of an NSScaler.
+type NSScalerStatus struct {
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready, Parked, Degraded.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ParkedNamespaces are the selected namespaces whose workloads are parked.
+	// +optional
+	// +listType=set
+	ParkedNamespaces []string `json:"parkedNamespaces,omitempty"`
+
+	// ActiveNamespaces are the selected namespaces that keep running
+	// (whitelisted).
+	// +optional
+	// +listType=set
+	ActiveNamespaces []string `json:"activeNamespaces,omitempty"`
+
+	// ParkedNamespaceCount is the length of parkedNamespaces.
+	// +optional
+	ParkedNamespaceCount int32 `json:"parkedNamespaceCount"`
+
+	// ActiveNamespaceCount is the length of activeNamespaces.
+	// +optional
+	ActiveNamespaceCount int32 `json:"activeNamespaceCount"`
+
+	// Conflicts lists selected namespaces that another NSScaler selects too.
+	// +optional
+	Conflicts []NamespaceConflict `json:"conflicts,omitempty"`
+
+	// ParkedWorkloads counts the workloads held parked (replicas 0 or
+	// suspended, with their original recorded).
+	// +optional
+	ParkedWorkloads int32 `json:"parkedWorkloads"`
+
+	// ControlledWorkloads counts workloads in parked namespaces that are
+	// controlled by another object (an owner reference with controller:
+	// true) and therefore left alone.
+	// +optional
+	ControlledWorkloads int32 `json:"controlledWorkloads"`
+
+	// PodsRemaining counts pods (including terminating ones) still present
+	// in parked namespaces.
+	// +optional
+	PodsRemaining int32 `json:"podsRemaining"`
+
+	// Done is true when every targeted workload is parked and no pod was
+	// observed in a parked namespace.
+	// +optional
+	Done bool `json:"done"`
+
+	// ParkedKinds are the custom-resource kinds this NSScaler has parked
+	// objects of; they stay watched until restored even when removed from
+	// spec.kinds.
+	// +optional
+	ParkedKinds []WorkloadKind `json:"parkedKinds,omitempty"`
+}
+
+// NSScaler parks every workload of the selected namespaces except a
+// whitelist, recording each original replica count on the workload itself so
+// that it can be restored exactly.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=nss
+// +kubebuilder:printcolumn:name="Prefix",type=string,JSONPath=`.spec.namespacePrefix`
+// +kubebuilder:printcolumn:name="Parked",type=integer,JSONPath=`.status.parkedNamespaceCount`
+// +kubebuilder:printcolumn:name="Active",type=integer,JSONPath=`.status.activeNamespaceCount`
+// +kubebuilder:printcolumn:name="Workloads",type=integer,JSONPath=`.status.parkedWorkloads`,priority=1
+// +kubebuilder:printcolumn:name="Pods",type=integer,JSONPath=`.status.podsRemaining`
+// +kubebuilder:printcolumn:name="Done",type=boolean,JSONPath=`.status.done`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type NSScaler struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   NSScalerSpec   `json:"spec"`
+	Status NSScalerStatus `json:"status,omitempty"`
+}
+
+// NSScalerList is a list of NSScalers.
+// +kubebuilder:object:root=true
+type NSScalerList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []NSScaler `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&NSScaler{}, &NSScalerList{})
+}
