@@ -10,7 +10,9 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 	cachev1alpha1 "github.com/runbook-dev/runbook/api/cache/v1alpha1"
+	autorebootcontroller "github.com/runbook-dev/runbook/internal/controller/autoreboot"
 	cachecontroller "github.com/runbook-dev/runbook/internal/controller/cache"
 	"github.com/runbook-dev/runbook/internal/registry"
 
@@ -27,6 +29,24 @@ var errCacheNotSynced = errors.New("informer caches not synced yet")
 // with every dependency passed in (no package-level state).
 func registerControllers(reg *registry.Registry, scheme *runtime.Scheme, fs *flag.FlagSet) {
 	// +runbook:controllers
+	// rebootpolicy: RebootPolicies (autoreboot.runbook.dev) restart workloads on triggers, see docs/rebootpolicy.md.
+	utilruntime.Must(autorebootv1alpha1.AddToScheme(scheme))
+	execProbeDir := fs.String("exec-probe-dir", "",
+		"Directory of scripts that RebootPolicy exec probes may run; empty disables exec probes.")
+	allowLinkLocal := fs.Bool("allow-link-local-probes", false,
+		"Allow RebootPolicy httpGet/tcpSocket/grpc probes to link-local addresses (cloud metadata endpoints).")
+	reg.Add("rebootpolicy", func(mgr ctrl.Manager) error {
+		metrics := autorebootcontroller.NewMetrics()
+		if err := metrics.Register(crmetrics.Registry); err != nil {
+			return err
+		}
+		_, err := autorebootcontroller.Setup(mgr, autorebootcontroller.Options{
+			Probes:  autorebootcontroller.ProbeSettings{ExecProbeDir: *execProbeDir, AllowLinkLocal: *allowLinkLocal},
+			Clock:   clock.RealClock{},
+			Metrics: metrics,
+		})
+		return err
+	})
 	// nsscaler: NSScalers (scaling.runbook.dev) park namespaces, see docs/nsscaler.md.
 	utilruntime.Must(scalingv1alpha1.AddToScheme(scheme))
 	operatorNamespace := fs.String("operator-namespace", os.Getenv("POD_NAMESPACE"),

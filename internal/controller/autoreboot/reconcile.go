@@ -1,0 +1,283 @@
+// Package autoreboot is the RebootPolicy controller: per-policy probe
+// workers turn probes, SQL results and watched objects into triggers, and
+// the reconciler restarts the target like `kubectl rollout restart`.
+package autoreboot
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+)
+
+// Event reasons.
+const (
+	EventRestarted      = "Restarted"
+	EventRestartSkipped = "RestartSkipped"
+	EventRestartFailed  = "RestartFailed"
+	EventProbeFailed    = "ProbeFailed"
+	EventTriggered      = "Triggered"
+)
+
+// defaultMinRestartInterval applies when spec.minRestartInterval is unset
+// (the CRD default normally fills it in).
+const defaultMinRestartInterval = time.Minute
+
+// Reconciler reconciles RebootPolicies. Every dependency is set in main.
+type Reconciler struct {
+	// Client reads RebootPolicies and targets from the cache and writes.
+	Client   client.Client
+	Recorder events.EventRecorder
+	Clock    clock.Clock
+	Workers  *Workers
+	Metrics  *Metrics
+	// ExecProbeDir mirrors ProbeSettings.ExecProbeDir, to refuse exec
+	// probes up front with an ExecNotAllowed condition.
+	ExecProbeDir string
+}
+
+// +kubebuilder:rbac:groups=autoreboot.runbook.dev,resources=rebootpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=autoreboot.runbook.dev,resources=rebootpolicies/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile makes the workers match the spec, copies their transitions
+// into status and restarts the target for pending triggers.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	logger := log.FromContext(ctx)
+	var rbp autorebootv1alpha1.RebootPolicy
+	if err := r.Client.Get(ctx, req.NamespacedName, &rbp); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Workers.Remove(req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("get rebootpolicy %s: %w", req.NamespacedName, err)
+	}
+	if !rbp.DeletionTimestamp.IsZero() {
+		r.Workers.Remove(req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+	orig := rbp.DeepCopy()
+	now := r.Clock.Now()
+	st := &rbp.Status
+	st.ObservedGeneration = rbp.Generation
+	st.Policies = alignPolicyStatuses(rbp.Spec.Policies, st.Policies)
+
+	if rbp.Spec.Suspend {
+		r.Workers.Remove(req.NamespacedName)
+		suspendPolicyStatuses(st.Policies)
+		setConditions(st, rbp.Generation, conditionInput{suspended: true})
+		return ctrl.Result{}, r.writeStatus(ctx, orig, &rbp)
+	}
+
+	specs, blocked := r.workerSpecs(&rbp)
+	r.Workers.Ensure(req.NamespacedName, specs)
+	acks := r.mergeWorkerStates(&rbp, r.Workers.Snapshot(req.NamespacedName), blocked)
+	r.emitPolicyEvents(orig, &rbp)
+
+	targets, err := r.resolveTargets(ctx, &rbp)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	in := conditionInput{targetsFound: len(targets) > 0}
+	for _, t := range targets {
+		if t.paused {
+			in.paused = append(in.paused, t.obj.GetName())
+		}
+		if t.onDelete {
+			in.onDelete = append(in.onDelete, t.obj.GetName())
+		}
+	}
+
+	var result ctrl.Result
+	var restartErr error
+	if triggeredAt, pending := pendingSince(st.Policies); pending {
+		result, restartErr = r.handlePending(ctx, &rbp, targets, triggeredAt.Time, now, &in)
+	}
+	setConditions(st, rbp.Generation, in)
+	if err := r.writeStatus(ctx, orig, &rbp); err != nil {
+		return ctrl.Result{}, err
+	}
+	for _, a := range acks {
+		r.Workers.Ack(req.NamespacedName, a.policy, a.hash, a.seq)
+	}
+	if restartErr != nil {
+		logger.Error(restartErr, "restart failed")
+		return ctrl.Result{}, restartErr
+	}
+	return result, nil
+}
+
+// handlePending restarts the targets for a pending trigger, or says when
+// to look again.
+func (r *Reconciler) handlePending(ctx context.Context, rbp *autorebootv1alpha1.RebootPolicy, targets []targetInfo,
+	triggeredAt, now time.Time, in *conditionInput) (ctrl.Result, error) {
+	logger := log.FromContext(ctx)
+	st := &rbp.Status
+	if len(targets) == 0 {
+		r.Recorder.Eventf(rbp, nil, corev1.EventTypeWarning, EventRestartSkipped, "Restart",
+			"trigger fired but no %s matches the target", rbp.Spec.Target.Kind)
+		clearPending(st.Policies)
+		return ctrl.Result{}, nil
+	}
+	d := decideRestart(targets, triggeredAt, now, minRestartInterval(rbp))
+	if d.wait > 0 {
+		in.waiting = d.waitReason
+		logger.V(1).Info("restart deferred", "reason", d.waitReason, "after", d.wait)
+		return ctrl.Result{RequeueAfter: d.wait}, nil
+	}
+	for _, t := range d.skipped {
+		why := "is paused"
+		if t.onDelete {
+			why = "uses the OnDelete update strategy"
+		}
+		r.Recorder.Eventf(rbp, t.obj, corev1.EventTypeWarning, EventRestartSkipped, "Restart",
+			"%s %s %s: not restarted", t.kind, t.obj.GetName(), why)
+		r.Recorder.Eventf(t.obj, rbp, corev1.EventTypeWarning, EventRestartSkipped, "Restart",
+			"RebootPolicy %s fired but this %s %s", rbp.Name, t.kind, why)
+		r.Metrics.restart(string(t.kind), "skipped", 0)
+	}
+	for _, t := range d.restart {
+		if err := r.restartTarget(ctx, t, now); err != nil {
+			r.Recorder.Eventf(rbp, t.obj, corev1.EventTypeWarning, EventRestartFailed, "Restart", "%v", err)
+			r.Metrics.restart(string(t.kind), "failed", 0)
+			in.restartFailed = err.Error()
+			// Targets restarted so far carry the annotation; the retry
+			// counts them as done.
+			return ctrl.Result{}, err
+		}
+		st.RestartCount++
+		st.LastRestartTime = &metav1.Time{Time: now}
+		r.Metrics.restart(string(t.kind), "restarted", now.Sub(triggeredAt))
+		r.Recorder.Eventf(rbp, t.obj, corev1.EventTypeNormal, EventRestarted, "Restart",
+			"restarted %s %s (%s)", t.kind, t.obj.GetName(), pendingPolicies(st.Policies))
+		r.Recorder.Eventf(t.obj, rbp, corev1.EventTypeNormal, EventRestarted, "Restart",
+			"restarted by RebootPolicy %s (%s)", rbp.Name, pendingPolicies(st.Policies))
+		logger.Info("restarted target", "kind", t.kind, "target", t.obj.GetName(), "policies", pendingPolicies(st.Policies))
+	}
+	clearPending(st.Policies)
+	return ctrl.Result{}, nil
+}
+
+// workerSpecs computes the desired workers; exec probes that may not run
+// are returned in blocked (policy → message) and get no worker.
+func (r *Reconciler) workerSpecs(rbp *autorebootv1alpha1.RebootPolicy) ([]workerSpec, map[string]string) {
+	nn := client.ObjectKeyFromObject(rbp)
+	byName := map[string]autorebootv1alpha1.PolicyStatus{}
+	for _, ps := range rbp.Status.Policies {
+		byName[ps.Name] = ps
+	}
+	blocked := map[string]string{}
+	specs := make([]workerSpec, 0, len(rbp.Spec.Policies))
+	for _, p := range rbp.Spec.Policies {
+		if p.Trigger.Probe != nil && p.Trigger.Probe.Exec != nil {
+			script := ""
+			if len(p.Trigger.Probe.Exec.Command) > 0 {
+				script = p.Trigger.Probe.Exec.Command[0]
+			}
+			if _, err := resolveScript(r.ExecProbeDir, script); err != nil {
+				blocked[p.Name] = err.Error()
+				continue
+			}
+		}
+		ps := byName[p.Name]
+		specs = append(specs, workerSpec{
+			Key:     workerKey{Object: nn, Policy: p.Name},
+			Hash:    triggerHash(nn.Namespace, p.Trigger),
+			Trigger: *p.Trigger.DeepCopy(),
+			Baseline: policyState{
+				Fingerprint: ps.Fingerprint, TriggerHash: ps.TriggerHash,
+				LastResult: ps.LastResult, Reason: ps.Reason, Message: ps.Message,
+			},
+		})
+	}
+	return specs, blocked
+}
+
+// triggerHash identifies a trigger spec; workers restart when it changes.
+func triggerHash(namespace string, t autorebootv1alpha1.Trigger) string {
+	b, _ := json.Marshal(struct {
+		NS string                     `json:"ns"`
+		T  autorebootv1alpha1.Trigger `json:"t"`
+	}{namespace, t})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+func minRestartInterval(rbp *autorebootv1alpha1.RebootPolicy) time.Duration {
+	if rbp.Spec.MinRestartInterval == nil {
+		return defaultMinRestartInterval
+	}
+	return rbp.Spec.MinRestartInterval.Duration
+}
+
+// SetupWithManager registers the controller: RebootPolicies, their
+// targets (to notice finished rollouts) and the workers' transitions.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("rebootpolicy").
+		For(&autorebootv1alpha1.RebootPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.policiesForTarget(autorebootv1alpha1.KindDeployment))).
+		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.policiesForTarget(autorebootv1alpha1.KindStatefulSet))).
+		Watches(&appsv1.DaemonSet{}, handler.EnqueueRequestsFromMapFunc(r.policiesForTarget(autorebootv1alpha1.KindDaemonSet))).
+		WatchesRawSource(source.Channel(r.Workers.Events(),
+			handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, nn types.NamespacedName) []reconcile.Request {
+				return []reconcile.Request{{NamespacedName: nn}}
+			}))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		Complete(r)
+}
+
+// Options configure the RebootPolicy controller (built from flags in main).
+type Options struct {
+	Probes  ProbeSettings
+	Clock   clock.Clock
+	Metrics *Metrics
+}
+
+// Setup builds the workers and the reconciler and adds both to mgr. It
+// returns the workers so tests can observe them.
+func Setup(mgr ctrl.Manager, opts Options) (*Workers, error) {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	workers := NewWorkers(opts.Clock, newProbers(opts.Probes, mgr.GetAPIReader(), opts.Clock), opts.Metrics,
+		mgr.GetLogger().WithName("rebootpolicy-workers"))
+	if err := mgr.Add(workers); err != nil {
+		return nil, fmt.Errorf("adding rebootpolicy workers: %w", err)
+	}
+	r := &Reconciler{
+		Client:       mgr.GetClient(),
+		Recorder:     mgr.GetEventRecorder("rebootpolicy-controller"),
+		Clock:        opts.Clock,
+		Workers:      workers,
+		Metrics:      opts.Metrics,
+		ExecProbeDir: opts.Probes.ExecProbeDir,
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up rebootpolicy controller: %w", err)
+	}
+	return workers, nil
+}

@@ -1,0 +1,80 @@
+package autoreboot
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+)
+
+// FieldManager owns the restartedAt annotation on targets.
+const FieldManager = "runbook-rebootpolicy"
+
+// progressRecheck is how soon a restart blocked by a running rollout is
+// looked at again (target watches usually come first).
+const progressRecheck = 10 * time.Second
+
+// restartDecision says what to do with a pending trigger.
+type restartDecision struct {
+	// restart: targets to patch now.
+	restart []targetInfo
+	// skipped: targets that cannot be restarted (paused, OnDelete).
+	skipped []targetInfo
+	// done: targets already restarted since the trigger (by an earlier
+	// reconcile whose status write was lost, or by another policy).
+	done []targetInfo
+	// wait > 0: keep the trigger pending and look again after wait.
+	wait       time.Duration
+	waitReason string
+}
+
+// decideRestart applies storm control: nothing is restarted while any
+// target is within its cooldown or still rolling out; the trigger stays
+// pending until then.
+func decideRestart(targets []targetInfo, triggeredAt, now time.Time, minInterval time.Duration) restartDecision {
+	var d restartDecision
+	for _, t := range targets {
+		switch {
+		case t.paused || t.onDelete:
+			d.skipped = append(d.skipped, t)
+		case !t.restartedAt.IsZero() && !t.restartedAt.Before(triggeredAt.Truncate(time.Second)):
+			d.done = append(d.done, t)
+		case !t.restartedAt.IsZero() && now.Sub(t.restartedAt) < minInterval:
+			if w := minInterval - now.Sub(t.restartedAt); w > d.wait {
+				d.wait = w
+				d.waitReason = fmt.Sprintf("cooldown: %s %s was restarted at %s", t.kind, t.obj.GetName(), t.restartedAt.Format(time.RFC3339))
+			}
+		case t.progressing:
+			if d.wait == 0 {
+				d.wait = progressRecheck
+				d.waitReason = fmt.Sprintf("%s %s is still rolling out", t.kind, t.obj.GetName())
+			}
+		default:
+			d.restart = append(d.restart, t)
+		}
+	}
+	if d.wait > 0 {
+		d.restart, d.done = nil, nil
+	}
+	return d
+}
+
+// restartPatch is the minimal merge patch `kubectl rollout restart` would
+// make, with this group's annotation.
+func restartPatch(now time.Time) client.Patch {
+	body := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`,
+		autorebootv1alpha1.RestartedAtAnnotation, now.UTC().Format(time.RFC3339))
+	return client.RawPatch(types.MergePatchType, []byte(body))
+}
+
+// restartTarget patches one workload's pod template.
+func (r *Reconciler) restartTarget(ctx context.Context, t targetInfo, now time.Time) error {
+	if err := r.Client.Patch(ctx, t.obj, restartPatch(now), client.FieldOwner(FieldManager)); err != nil {
+		return fmt.Errorf("restart %s %s/%s: %w", t.kind, t.obj.GetNamespace(), t.obj.GetName(), err)
+	}
+	return nil
+}

@@ -1,0 +1,169 @@
+package autoreboot
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+)
+
+// targetInfo is what the restart decision needs to know about a workload.
+type targetInfo struct {
+	obj  client.Object
+	kind autorebootv1alpha1.TargetKind
+	// paused: a paused Deployment; onDelete: an OnDelete StatefulSet or
+	// DaemonSet. Neither can be restarted by a template change.
+	paused   bool
+	onDelete bool
+	// progressing: the previous rollout has not finished.
+	progressing bool
+	// restartedAt is the target's last restart by this group (zero: never).
+	restartedAt time.Time
+}
+
+// resolveTargets returns the target workloads of rbp, from the cache.
+func (r *Reconciler) resolveTargets(ctx context.Context, rbp *autorebootv1alpha1.RebootPolicy) ([]targetInfo, error) {
+	t := rbp.Spec.Target
+	ns := rbp.Namespace
+	if t.Name != "" {
+		obj := newTargetObject(t.Kind)
+		if obj == nil {
+			return nil, fmt.Errorf("unsupported target kind %q", t.Kind)
+		}
+		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: t.Name}, obj); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, nil
+			}
+			return nil, fmt.Errorf("get %s %s/%s: %w", t.Kind, ns, t.Name, err)
+		}
+		return []targetInfo{inspectTarget(obj)}, nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(t.Selector)
+	if err != nil {
+		return nil, fmt.Errorf("target selector: %w", err)
+	}
+	opts := []client.ListOption{client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel}}
+	var out []targetInfo
+	switch t.Kind {
+	case autorebootv1alpha1.KindDeployment:
+		var l appsv1.DeploymentList
+		if err := r.Client.List(ctx, &l, opts...); err != nil {
+			return nil, fmt.Errorf("list deployments in %s: %w", ns, err)
+		}
+		for i := range l.Items {
+			out = append(out, inspectTarget(&l.Items[i]))
+		}
+	case autorebootv1alpha1.KindStatefulSet:
+		var l appsv1.StatefulSetList
+		if err := r.Client.List(ctx, &l, opts...); err != nil {
+			return nil, fmt.Errorf("list statefulsets in %s: %w", ns, err)
+		}
+		for i := range l.Items {
+			out = append(out, inspectTarget(&l.Items[i]))
+		}
+	case autorebootv1alpha1.KindDaemonSet:
+		var l appsv1.DaemonSetList
+		if err := r.Client.List(ctx, &l, opts...); err != nil {
+			return nil, fmt.Errorf("list daemonsets in %s: %w", ns, err)
+		}
+		for i := range l.Items {
+			out = append(out, inspectTarget(&l.Items[i]))
+		}
+	default:
+		return nil, fmt.Errorf("unsupported target kind %q", t.Kind)
+	}
+	return out, nil
+}
+
+func newTargetObject(kind autorebootv1alpha1.TargetKind) client.Object {
+	switch kind {
+	case autorebootv1alpha1.KindDeployment:
+		return &appsv1.Deployment{}
+	case autorebootv1alpha1.KindStatefulSet:
+		return &appsv1.StatefulSet{}
+	case autorebootv1alpha1.KindDaemonSet:
+		return &appsv1.DaemonSet{}
+	}
+	return nil
+}
+
+// inspectTarget reads the restart-relevant facts of a workload; the rollout
+// checks follow `kubectl rollout status`.
+func inspectTarget(obj client.Object) targetInfo {
+	ti := targetInfo{obj: obj}
+	var ann map[string]string
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		ti.kind = autorebootv1alpha1.KindDeployment
+		ti.paused = o.Spec.Paused
+		ann = o.Spec.Template.Annotations
+		want := int32(1)
+		if o.Spec.Replicas != nil {
+			want = *o.Spec.Replicas
+		}
+		s := o.Status
+		ti.progressing = s.ObservedGeneration < o.Generation || s.UpdatedReplicas < want ||
+			s.Replicas > s.UpdatedReplicas || s.AvailableReplicas < s.UpdatedReplicas
+	case *appsv1.StatefulSet:
+		ti.kind = autorebootv1alpha1.KindStatefulSet
+		ti.onDelete = o.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType
+		ann = o.Spec.Template.Annotations
+		want := int32(1)
+		if o.Spec.Replicas != nil {
+			want = *o.Spec.Replicas
+		}
+		s := o.Status
+		ti.progressing = s.ObservedGeneration < o.Generation || s.ReadyReplicas < want || s.UpdatedReplicas < want ||
+			(s.UpdateRevision != "" && s.CurrentRevision != s.UpdateRevision)
+	case *appsv1.DaemonSet:
+		ti.kind = autorebootv1alpha1.KindDaemonSet
+		ti.onDelete = o.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType
+		ann = o.Spec.Template.Annotations
+		s := o.Status
+		ti.progressing = s.ObservedGeneration < o.Generation || s.UpdatedNumberScheduled < s.DesiredNumberScheduled ||
+			s.NumberAvailable < s.DesiredNumberScheduled
+	}
+	if v, ok := ann[autorebootv1alpha1.RestartedAtAnnotation]; ok {
+		if t, err := time.Parse(time.RFC3339, v); err == nil {
+			ti.restartedAt = t
+		}
+	}
+	return ti
+}
+
+// policiesForTarget maps a workload event to the RebootPolicies in its
+// namespace that target it.
+func (r *Reconciler) policiesForTarget(kind autorebootv1alpha1.TargetKind) func(context.Context, client.Object) []reconcile.Request {
+	return func(ctx context.Context, obj client.Object) []reconcile.Request {
+		var l autorebootv1alpha1.RebootPolicyList
+		if err := r.Client.List(ctx, &l, client.InNamespace(obj.GetNamespace())); err != nil {
+			return nil
+		}
+		var out []reconcile.Request
+		for i := range l.Items {
+			t := l.Items[i].Spec.Target
+			if t.Kind != kind {
+				continue
+			}
+			match := t.Name == obj.GetName()
+			if t.Name == "" && t.Selector != nil {
+				if sel, err := metav1.LabelSelectorAsSelector(t.Selector); err == nil {
+					match = sel.Matches(labels.Set(obj.GetLabels()))
+				}
+			}
+			if match {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&l.Items[i])})
+			}
+		}
+		return out
+	}
+}
