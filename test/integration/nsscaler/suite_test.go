@@ -1,0 +1,362 @@
+// Package nsscaler holds the NSScaler controller's integration tests: a real
+// kube-apiserver and etcd (envtest), the reconciler in-process in a
+// controller-runtime manager started per test.
+package nsscaler
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zapcore"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	cachev1alpha1 "github.com/runbook-dev/runbook/api/cache/v1alpha1"
+	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/controller/scaling"
+	"github.com/runbook-dev/runbook/test/testenv"
+)
+
+const (
+	operatorNamespace = "runbook-system"
+	timeout           = 60 * time.Second
+	poll              = 100 * time.Millisecond
+)
+
+var (
+	env    *testenv.Env
+	k8s    client.Client
+	scheme = runtime.NewScheme()
+)
+
+var widgetGVK = schema.GroupVersionKind{Group: "test.runbook.dev", Version: "v1", Kind: "Widget"}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("nsscaler integration tests need an apiserver: not run with -short")
+		os.Exit(0)
+	}
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(scalingv1alpha1.AddToScheme(scheme))
+	utilruntime.Must(cachev1alpha1.AddToScheme(scheme))
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.Level(zapLevel()))))
+	e, err := testenv.Start(scheme)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	env, k8s = e, e.Client
+	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{
+		Paths: []string{filepath.Join("testdata")}, ErrorIfPathMissing: true,
+	}); err != nil {
+		fmt.Fprintln(os.Stderr, "installing test CRDs:", err)
+		_ = env.Stop()
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = env.Stop()
+	os.Exit(code)
+}
+
+// zapLevel keeps test output quiet unless NSSCALER_TEST_VERBOSE is set.
+func zapLevel() int8 {
+	if os.Getenv("NSSCALER_TEST_VERBOSE") != "" {
+		return -1
+	}
+	return 2 // errors only
+}
+
+// managerOptions shape one in-process manager.
+type managerOptions struct {
+	writeConcurrency int
+	qps              float32
+}
+
+// runningManager is an in-process manager running the nsscaler controller.
+type runningManager struct {
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+}
+
+// stop cancels the manager and waits for it; safe to call twice.
+func (m *runningManager) stop(t *testing.T) {
+	t.Helper()
+	m.once.Do(func() {
+		m.cancel()
+		select {
+		case err := <-m.done:
+			if err != nil {
+				t.Errorf("manager stopped with %v", err)
+			}
+		case <-time.After(time.Minute):
+			t.Error("manager did not stop within a minute")
+		}
+	})
+}
+
+// startManager runs the controller in a manager of its own; it is stopped
+// when the test ends (after the test's own cleanups registered later).
+func startManager(t *testing.T, opts managerOptions) *runningManager {
+	t.Helper()
+	cfg := rest.CopyConfig(env.Config)
+	if opts.qps > 0 {
+		cfg.QPS, cfg.Burst = opts.qps, int(opts.qps)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		// Every test builds a controller named nsscaler in this process.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, err := scaling.NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &scaling.Reconciler{
+		Client:            mgr.GetClient(),
+		APIReader:         mgr.GetAPIReader(),
+		Cache:             mgr.GetCache(),
+		RESTMapper:        mgr.GetRESTMapper(),
+		Recorder:          mgr.GetEventRecorder(scaling.ControllerName),
+		Clock:             clock.RealClock{},
+		Metrics:           metrics,
+		OperatorNamespace: operatorNamespace,
+		WriteConcurrency:  opts.writeConcurrency,
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &runningManager{cancel: cancel, done: make(chan error, 1)}
+	go func() { m.done <- mgr.Start(ctx) }()
+	t.Cleanup(func() { m.stop(t) })
+	return m
+}
+
+func createNamespace(t *testing.T, name string, labels map[string]string) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func podTemplate(app string) corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/app:1"}}},
+	}
+}
+
+func createDeployment(t *testing.T, ns, name string, replicas *int32) *appsv1.Deployment {
+	t.Helper()
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+			Template: podTemplate(name),
+		},
+	}
+	if err := k8s.Create(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func createStatefulSet(t *testing.T, ns, name string, replicas int32) {
+	t.Helper()
+	s := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+			Template: podTemplate(name),
+		},
+	}
+	if err := k8s.Create(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func createCronJob(t *testing.T, ns, name string, suspend *bool) {
+	t.Helper()
+	c := &batchv1.CronJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: batchv1.CronJobSpec{
+			Schedule: "*/5 * * * *",
+			Suspend:  suspend,
+			JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{
+				Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/job:1"}}},
+			}}},
+		},
+	}
+	if err := k8s.Create(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func createWidget(t *testing.T, ns, name string, replicas *int64) {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(widgetGVK)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	spec := map[string]any{}
+	if replicas != nil {
+		spec["replicas"] = *replicas
+	}
+	u.Object["spec"] = spec
+	if err := k8s.Create(context.Background(), u); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// createScaler creates an NSScaler and, at the end of the test, deletes it
+// and waits until its finalizer let it go (while the manager still runs).
+func createScaler(t *testing.T, name string, spec scalingv1alpha1.NSScalerSpec) *scalingv1alpha1.NSScaler {
+	t.Helper()
+	s := &scalingv1alpha1.NSScaler{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
+	if err := k8s.Create(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deleteScalerAndWait(t, name) })
+	return s
+}
+
+func deleteScalerAndWait(t *testing.T, name string) {
+	t.Helper()
+	g := NewWithT(t)
+	s := &scalingv1alpha1.NSScaler{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	g.Expect(client.IgnoreNotFound(k8s.Delete(context.Background(), s))).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(k8s.Get(context.Background(), client.ObjectKey{Name: name}, &scalingv1alpha1.NSScaler{}))
+	}, timeout, poll).Should(BeTrue(), "NSScaler %s was not released", name)
+}
+
+func updateScaler(t *testing.T, name string, mutate func(*scalingv1alpha1.NSScalerSpec)) {
+	t.Helper()
+	g := NewWithT(t)
+	g.Eventually(func() error {
+		var s scalingv1alpha1.NSScaler
+		if err := k8s.Get(context.Background(), client.ObjectKey{Name: name}, &s); err != nil {
+			return err
+		}
+		mutate(&s.Spec)
+		return k8s.Update(context.Background(), &s)
+	}, timeout, poll).Should(Succeed())
+}
+
+func getScaler(g Gomega, name string) scalingv1alpha1.NSScaler {
+	var s scalingv1alpha1.NSScaler
+	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Name: name}, &s)).To(Succeed())
+	return s
+}
+
+// state is what the tests check on a workload: its replicas (or suspend) and
+// its annotation.
+type state struct {
+	Replicas   int32
+	Suspend    bool
+	Annotation string
+}
+
+func deploymentState(g Gomega, ns, name string) state {
+	var d appsv1.Deployment
+	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &d)).To(Succeed())
+	return state{Replicas: *d.Spec.Replicas, Annotation: d.Annotations[scaling.AnnotationOriginal]}
+}
+
+func statefulSetState(g Gomega, ns, name string) state {
+	var s appsv1.StatefulSet
+	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &s)).To(Succeed())
+	return state{Replicas: *s.Spec.Replicas, Annotation: s.Annotations[scaling.AnnotationOriginal]}
+}
+
+func cronJobState(g Gomega, ns, name string) state {
+	var c batchv1.CronJob
+	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &c)).To(Succeed())
+	return state{Suspend: ptr.Deref(c.Spec.Suspend, false), Annotation: c.Annotations[scaling.AnnotationOriginal]}
+}
+
+func widgetState(g Gomega, ns, name string) (state, bool) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(widgetGVK)
+	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, u)).To(Succeed())
+	r, found, err := unstructured.NestedInt64(u.Object, "spec", "replicas")
+	g.Expect(err).NotTo(HaveOccurred())
+	return state{Replicas: int32(r), Annotation: u.GetAnnotations()[scaling.AnnotationOriginal]}, found
+}
+
+func memcachedState(g Gomega, ns, name string) state {
+	var m cachev1alpha1.Memcached
+	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &m)).To(Succeed())
+	return state{Replicas: ptr.Deref(m.Spec.Size, -1), Annotation: m.Annotations[scaling.AnnotationOriginal]}
+}
+
+func parkedBy(name string, replicas int32) string {
+	return scaling.ReplicasOriginal(replicas, name).Encode()
+}
+
+// scaleDeployment sets spec.replicas like `kubectl scale` would.
+func scaleDeployment(t *testing.T, ns, name string, replicas int32) {
+	t.Helper()
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	patch := client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas)))
+	if err := k8s.Patch(context.Background(), d, patch, client.FieldOwner("kubectl")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func widgetObject(ns, name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(widgetGVK)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	return u
+}
+
+func patchAnnotation(t *testing.T, ns, name, value string) {
+	t.Helper()
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{scaling.AnnotationOriginal: value}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Patch(context.Background(), d, client.RawPatch(types.MergePatchType, body)); err != nil {
+		t.Fatal(err)
+	}
+}
