@@ -1,0 +1,179 @@
+package autoreboot
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+)
+
+func TestDecideRestart(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	trig := now.Add(-5 * time.Second)
+	dep := func(name string) *appsv1.Deployment {
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	}
+	ready := func(name string) targetInfo { return targetInfo{obj: dep(name), kind: autorebootv1alpha1.KindDeployment} }
+	restarted := func(name string, at time.Time) targetInfo {
+		ti := ready(name)
+		ti.restartedAt = at
+		return ti
+	}
+	cases := []struct {
+		name        string
+		targets     []targetInfo
+		minInterval time.Duration
+		wantRestart int
+		wantSkipped int
+		wantDone    int
+		wantWait    time.Duration
+	}{
+		{"never restarted: restart now", []targetInfo{ready("a")}, time.Minute, 1, 0, 0, 0},
+		{"restarted long ago: restart now", []targetInfo{restarted("a", now.Add(-time.Hour))}, time.Minute, 1, 0, 0, 0},
+		{"within cooldown: wait the rest", []targetInfo{restarted("a", now.Add(-40*time.Second))}, time.Minute, 0, 0, 0, 20 * time.Second},
+		{"zero cooldown: restart at once", []targetInfo{restarted("a", now.Add(-10*time.Second))}, 0, 1, 0, 0, 0},
+		{"rollout in progress: wait", []targetInfo{{obj: dep("a"), kind: autorebootv1alpha1.KindDeployment, progressing: true}}, time.Minute, 0, 0, 0, progressRecheck},
+		{"paused: skipped", []targetInfo{{obj: dep("a"), kind: autorebootv1alpha1.KindDeployment, paused: true}}, time.Minute, 0, 1, 0, 0},
+		{"OnDelete: skipped", []targetInfo{{obj: dep("a"), kind: autorebootv1alpha1.KindStatefulSet, onDelete: true}}, time.Minute, 0, 1, 0, 0},
+		{"already restarted after the trigger: done", []targetInfo{restarted("a", trig.Add(time.Second))}, time.Minute, 0, 0, 1, 0},
+		{"one target cooling down holds the others", []targetInfo{ready("a"), restarted("b", now.Add(-30*time.Second))}, time.Minute, 0, 0, 0, 30 * time.Second},
+		{"selector: two ready targets restart together", []targetInfo{ready("a"), ready("b")}, time.Minute, 2, 0, 0, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := decideRestart(tc.targets, trig, now, tc.minInterval)
+			if len(d.restart) != tc.wantRestart || len(d.skipped) != tc.wantSkipped || len(d.done) != tc.wantDone || d.wait != tc.wantWait {
+				t.Fatalf("decision = restart %d skipped %d done %d wait %s (%s), want %d %d %d %s",
+					len(d.restart), len(d.skipped), len(d.done), d.wait, d.waitReason, tc.wantRestart, tc.wantSkipped, tc.wantDone, tc.wantWait)
+			}
+		})
+	}
+}
+
+func TestRestartPatchIsMinimal(t *testing.T) {
+	now := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	p := restartPatch(now)
+	data, err := p.Data(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"spec":{"template":{"metadata":{"annotations":{"autoreboot.runbook.dev/restartedAt":"2026-03-04T05:06:07Z"}}}}}`
+	if string(data) != want {
+		t.Fatalf("patch = %s, want %s", data, want)
+	}
+	if p.Type() != "application/merge-patch+json" {
+		t.Fatalf("patch type = %s", p.Type())
+	}
+}
+
+func TestInspectTarget(t *testing.T) {
+	at := "2026-01-01T00:00:00Z"
+	tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{autorebootv1alpha1.RestartedAtAnnotation: at}}}
+	done := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Generation: 2},
+		Spec:       appsv1.DeploymentSpec{Replicas: ptr.To[int32](3), Template: tmpl},
+		Status:     appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 3, AvailableReplicas: 3},
+	}
+	if ti := inspectTarget(done); ti.progressing || ti.paused || ti.restartedAt.Format(time.RFC3339) != at {
+		t.Fatalf("finished deployment: %+v", ti)
+	}
+	rolling := done.DeepCopy()
+	rolling.Status.Replicas = 4 // an old pod still exists
+	if !inspectTarget(rolling).progressing {
+		t.Fatal("deployment with old pods left is not progressing")
+	}
+	unobserved := done.DeepCopy()
+	unobserved.Generation = 3
+	if !inspectTarget(unobserved).progressing {
+		t.Fatal("deployment with an unobserved generation is not progressing")
+	}
+	paused := done.DeepCopy()
+	paused.Spec.Paused = true
+	if !inspectTarget(paused).paused {
+		t.Fatal("paused deployment not seen as paused")
+	}
+	sts := &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](2),
+		UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}},
+		Status: appsv1.StatefulSetStatus{ReadyReplicas: 2, UpdatedReplicas: 2, CurrentRevision: "r1", UpdateRevision: "r2"}}
+	ti := inspectTarget(sts)
+	if !ti.onDelete || !ti.progressing {
+		t.Fatalf("statefulset: %+v", ti)
+	}
+	ds := &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType}},
+		Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: 3, UpdatedNumberScheduled: 3, NumberAvailable: 3}}
+	if ti := inspectTarget(ds); !ti.onDelete || ti.progressing {
+		t.Fatalf("daemonset: %+v", ti)
+	}
+}
+
+func TestSetConditions(t *testing.T) {
+	cases := []struct {
+		name       string
+		in         conditionInput
+		policies   []autorebootv1alpha1.PolicyStatus
+		wantReady  metav1.ConditionStatus
+		wantReason string
+	}{
+		{"all good", conditionInput{targetsFound: true}, nil, metav1.ConditionTrue, autorebootv1alpha1.ReasonReconciled},
+		{"suspended", conditionInput{suspended: true}, nil, metav1.ConditionFalse, autorebootv1alpha1.ReasonSuspended},
+		{"target missing", conditionInput{}, nil, metav1.ConditionFalse, autorebootv1alpha1.ReasonTargetNotFound},
+		{"paused", conditionInput{targetsFound: true, paused: []string{"nginx"}}, nil, metav1.ConditionFalse, autorebootv1alpha1.ReasonTargetPaused},
+		{"OnDelete", conditionInput{targetsFound: true, onDelete: []string{"db"}}, nil, metav1.ConditionFalse, autorebootv1alpha1.ReasonTargetOnDelete},
+		{"exec not allowed", conditionInput{targetsFound: true}, []autorebootv1alpha1.PolicyStatus{{Name: "p", LastResult: errR, Reason: autorebootv1alpha1.ReasonExecNotAllowed}}, metav1.ConditionFalse, autorebootv1alpha1.ReasonExecNotAllowed},
+		{"secret missing", conditionInput{targetsFound: true}, []autorebootv1alpha1.PolicyStatus{{Name: "p", LastResult: errR, Reason: autorebootv1alpha1.ReasonSecretNotFound}}, metav1.ConditionFalse, autorebootv1alpha1.ReasonSecretNotFound},
+		{"cooldown", conditionInput{targetsFound: true, waiting: "cooldown"}, nil, metav1.ConditionTrue, autorebootv1alpha1.ReasonRestartPending},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &autorebootv1alpha1.RebootPolicyStatus{Policies: tc.policies}
+			setConditions(st, 1, tc.in)
+			var ready *metav1.Condition
+			for i := range st.Conditions {
+				if st.Conditions[i].Type == autorebootv1alpha1.ConditionReady {
+					ready = &st.Conditions[i]
+				}
+			}
+			if ready == nil || ready.Status != tc.wantReady || ready.Reason != tc.wantReason {
+				t.Fatalf("Ready = %+v, want %s/%s", ready, tc.wantReady, tc.wantReason)
+			}
+			if strings.TrimSpace(ready.Message) == "" {
+				t.Fatal("empty condition message")
+			}
+		})
+	}
+}
+
+func TestSuspendForgetsBaselineAndPending(t *testing.T) {
+	ps := []autorebootv1alpha1.PolicyStatus{{Name: "p", Fingerprint: "abc", TriggerHash: "h", PendingTrigger: true, LastResult: "Changed"}}
+	suspendPolicyStatuses(ps)
+	if ps[0].Fingerprint != "" || ps[0].PendingTrigger || ps[0].TriggerHash != "" {
+		t.Fatalf("suspend kept state: %+v", ps[0])
+	}
+	if _, pending := pendingSince(ps); pending {
+		t.Fatal("pending after suspend")
+	}
+}
+
+func TestPendingSinceTakesTheEarliest(t *testing.T) {
+	t1 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 10, 0, time.UTC))
+	t2 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 5, 0, time.UTC))
+	since, pending := pendingSince([]autorebootv1alpha1.PolicyStatus{
+		{Name: "a", PendingTrigger: true, LastTriggerTime: &t1},
+		{Name: "b"},
+		{Name: "c", PendingTrigger: true, LastTriggerTime: &t2},
+	})
+	if !pending || !since.Equal(&t2) {
+		t.Fatalf("pendingSince = %v %v", since, pending)
+	}
+}
