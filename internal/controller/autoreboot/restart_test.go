@@ -20,7 +20,9 @@ func TestDecideRestart(t *testing.T) {
 	dep := func(name string) *appsv1.Deployment {
 		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	}
-	ready := func(name string) targetInfo { return targetInfo{obj: dep(name), kind: autorebootv1alpha1.KindDeployment} }
+	ready := func(name string) targetInfo {
+		return targetInfo{obj: dep(name), kind: autorebootv1alpha1.KindDeployment}
+	}
 	restarted := func(name string, at time.Time) targetInfo {
 		ti := ready(name)
 		ti.restartedAt = at

@@ -248,9 +248,9 @@ func TestWorkerFiresAtThresholdAndAck(t *testing.T) {
 
 func TestWorkerChangeBaselineFromStatus(t *testing.T) {
 	spec := workerSpec{
-		Key:     workerKey{Object: types.NamespacedName{Namespace: "ns", Name: "x"}, Policy: "q"},
-		Hash:    "h1",
-		Trigger: autorebootv1alpha1.Trigger{SQL: &autorebootv1alpha1.SQLTrigger{Query: "select 1", PeriodSeconds: 1, TimeoutSeconds: 1}},
+		Key:      workerKey{Object: types.NamespacedName{Namespace: "ns", Name: "x"}, Policy: "q"},
+		Hash:     "h1",
+		Trigger:  autorebootv1alpha1.Trigger{SQL: &autorebootv1alpha1.SQLTrigger{Query: "select 1", PeriodSeconds: 1, TimeoutSeconds: 1}},
 		Baseline: policyState{Fingerprint: "abc", TriggerHash: "h1", LastResult: ok},
 	}
 	if st := newTriggerStateFor(spec); st.published.Fingerprint != "abc" {
