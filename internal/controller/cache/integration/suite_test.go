@@ -1,0 +1,164 @@
+// Package integration tests the Memcached controller against a real
+// kube-apiserver and etcd (envtest). There is no kube-controller-manager:
+// Deployments get no pods and no status unless a test writes it, which is
+// how the status computation is driven with exact inputs.
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	cachev1alpha1 "github.com/runbook-dev/runbook/api/cache/v1alpha1"
+	cachecontroller "github.com/runbook-dev/runbook/internal/controller/cache"
+	"github.com/runbook-dev/runbook/test/testenv"
+)
+
+// suite is what TestMain started, shared read-only by the tests.
+type suite struct {
+	client     client.Client
+	reconciler *cachecontroller.Reconciler
+	writes     *writeCounter
+}
+
+var env suite
+
+// writeCounter counts the manager's mutating requests (create, update,
+// patch, delete) per path, to prove that a reconcile of an unchanged object
+// writes nothing.
+type writeCounter struct {
+	mu    sync.Mutex
+	paths []string
+}
+
+func (w *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if req.Method != http.MethodGet && req.Method != http.MethodHead && req.Method != http.MethodOptions {
+			w.mu.Lock()
+			w.paths = append(w.paths, req.Method+" "+req.URL.Path)
+			w.mu.Unlock()
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+// since returns the writes recorded after mark (an earlier count).
+func (w *writeCounter) since(mark int) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.paths[mark:]...)
+}
+
+func (w *writeCounter) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.paths)
+}
+
+// writesTo filters writes to paths containing fragment (e.g. a namespace).
+func writesTo(writes []string, fragment string) []string {
+	var out []string
+	for _, p := range writes {
+		if strings.Contains(p, fragment) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true), zap.Level(zapLevel())))
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(cachev1alpha1.AddToScheme(scheme))
+	te, err := testenv.Start(scheme)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = te.Stop() }()
+
+	writes := &writeCounter{}
+	mgrCfg := rest.CopyConfig(te.Config)
+	mgrCfg.Wrap(writes.wrap)
+	mgr, err := ctrl.NewManager(mgrCfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+		return 1
+	}
+	r := &cachecontroller.Reconciler{
+		Client:                  mgr.GetClient(),
+		Recorder:                mgr.GetEventRecorder("memcached-controller"),
+		Clock:                   clock.RealClock{},
+		FieldManager:            cachecontroller.DefaultFieldManager,
+		MaxConcurrentReconciles: 2,
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		fmt.Fprintln(os.Stderr, "setup:", err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	defer func() { cancel(); <-done }()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		fmt.Fprintln(os.Stderr, "cache did not sync")
+		return 1
+	}
+	env = suite{client: te.Client, reconciler: r, writes: writes}
+	return m.Run()
+}
+
+// zapLevel is info, or debug with MEMCACHED_TEST_DEBUG set.
+func zapLevel() zapcore.Level {
+	if os.Getenv("MEMCACHED_TEST_DEBUG") != "" {
+		return zapcore.DebugLevel
+	}
+	return zapcore.InfoLevel
+}
+
+// newNamespace creates a namespace for one test and deletes it afterwards.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "mc-"}}
+	if err := env.client.Create(context.Background(), ns); err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	t.Cleanup(func() { _ = env.client.Delete(context.Background(), ns) })
+	return ns.Name
+}
+
+const (
+	timeout  = 60 * time.Second
+	interval = 100 * time.Millisecond
+)
