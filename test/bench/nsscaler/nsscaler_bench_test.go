@@ -1,0 +1,338 @@
+// Package nsscaler benchmarks the NSScaler controller on the local control
+// plane (envtest: a real kube-apiserver and etcd): 500 namespaces × 10
+// Deployments, parked and restored by the real manager binary, against the raw
+// limit of a bare client patching the same objects at the same concurrency.
+package nsscaler
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
+	"github.com/runbook-dev/runbook/test/cluster"
+	"github.com/runbook-dev/runbook/test/testenv"
+)
+
+const (
+	namespaces   = 500
+	perNamespace = 10
+	workloads    = namespaces * perNamespace
+	// concurrency is the manager's default --nsscaler-write-concurrency,
+	// used for the raw baseline too.
+	concurrency = 16
+	idle        = 60 * time.Second
+)
+
+func BenchmarkParkRestore500x10(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		runOnce(b)
+	}
+}
+
+func runOnce(b *testing.B) {
+	ctx := context.Background()
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(scalingv1alpha1.AddToScheme(scheme))
+	env, err := testenv.Start(scheme)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = env.Stop() }()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS = -1 // no client-side rate limit: the raw limit is the apiserver's
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cs := kubernetes.NewForConfigOrDie(cfg)
+
+	// Objects.
+	start := time.Now()
+	keys := make([]client.ObjectKey, 0, workloads)
+	for n := 0; n < namespaces; n++ {
+		ns := fmt.Sprintf("bench-%03d", n)
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			b.Fatal(err)
+		}
+		for d := 0; d < perNamespace; d++ {
+			keys = append(keys, client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("d%02d", d)})
+		}
+	}
+	if err := parallel(keys, func(k client.ObjectKey) error {
+		return c.Create(ctx, deployment(k, replicasFor(k)))
+	}); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("created %d namespaces and %d Deployments in %s", namespaces, workloads, time.Since(start).Round(time.Millisecond))
+
+	// Raw limit: a bare client, same concurrency, the same one-patch-per-object
+	// writes the controller makes (annotation + replicas), park then restore.
+	rawPark := timed(func() error {
+		return parallel(keys, func(k client.ObjectKey) error {
+			body := fmt.Sprintf(`{"metadata":{"annotations":{"scaling.runbook.dev/original":"{\"v\":1,\"replicas\":%d,\"by\":\"raw\"}"}},"spec":{"replicas":0}}`, replicasFor(k))
+			return c.Patch(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name}}, client.RawPatch(types.MergePatchType, []byte(body)))
+		})
+	}, b)
+	rawRestore := timed(func() error {
+		return parallel(keys, func(k client.ObjectKey) error {
+			body := fmt.Sprintf(`{"metadata":{"annotations":{"scaling.runbook.dev/original":null}},"spec":{"replicas":%d}}`, replicasFor(k))
+			return c.Patch(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name}}, client.RawPatch(types.MergePatchType, []byte(body)))
+		})
+	}, b)
+	b.Logf("raw limit: park %s, restore %s (%d patches each, %d in flight)", rawPark, rawRestore, workloads, concurrency)
+
+	// The real manager binary.
+	dir := b.TempDir()
+	user, err := env.AddUser(envtest.User{Name: "bench-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		b.Fatal(err)
+	}
+	kcPath := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kcPath, kubeconfig, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	bin, err := cluster.BuildManager(ctx, dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	mgr, err := cluster.StartManager(ctx, bin, kcPath, "--controllers=nsscaler", "--operator-namespace=runbook-system",
+		fmt.Sprintf("--nsscaler-write-concurrency=%d", concurrency))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		_ = mgr.Stop()
+		mgr.DumpLogsOnFailure(b.Failed())
+	}()
+
+	before := patches(ctx, b, cs)
+	start = time.Now()
+	if err := c.Create(ctx, &scalingv1alpha1.NSScaler{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench"},
+		Spec:       scalingv1alpha1.NSScalerSpec{NamespacePrefix: "bench-"},
+	}); err != nil {
+		b.Fatal(err)
+	}
+	waitFor(b, 10*time.Minute, func() bool { return allReplicas(ctx, b, c, keys, true) })
+	park := time.Since(start)
+	waitFor(b, 5*time.Minute, func() bool {
+		var s scalingv1alpha1.NSScaler
+		return c.Get(ctx, client.ObjectKey{Name: "bench"}, &s) == nil && s.Status.ParkedWorkloads == workloads && s.Status.Done
+	})
+	afterPark := patches(ctx, b, cs)
+	parkWrites := float64(afterPark.deployments-before.deployments) / workloads
+
+	idleBefore := patches(ctx, b, cs)
+	time.Sleep(idle) // measuring idleness is the point: nothing may be written meanwhile
+	idleAfter := patches(ctx, b, cs)
+	idleWrites := idleAfter.mutating - idleBefore.mutating
+
+	start = time.Now()
+	if err := c.Delete(ctx, &scalingv1alpha1.NSScaler{ObjectMeta: metav1.ObjectMeta{Name: "bench"}}); err != nil {
+		b.Fatal(err)
+	}
+	waitFor(b, 10*time.Minute, func() bool { return allReplicas(ctx, b, c, keys, false) })
+	restore := time.Since(start)
+	waitFor(b, 5*time.Minute, func() bool {
+		return apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Name: "bench"}, &scalingv1alpha1.NSScaler{}))
+	})
+	afterRestore := patches(ctx, b, cs)
+	restoreWrites := float64(afterRestore.deployments-idleAfter.deployments) / workloads
+	rss, hwm := memory(b, mgr.Pid())
+
+	b.ReportMetric(park.Seconds(), "park-s")
+	b.ReportMetric(restore.Seconds(), "restore-s")
+	b.ReportMetric(rawPark.Seconds(), "raw-park-s")
+	b.ReportMetric(rawRestore.Seconds(), "raw-restore-s")
+	b.ReportMetric(park.Seconds()/rawPark.Seconds(), "park/raw")
+	b.ReportMetric(restore.Seconds()/rawRestore.Seconds(), "restore/raw")
+	b.ReportMetric(parkWrites, "park-writes/workload")
+	b.ReportMetric(restoreWrites, "restore-writes/workload")
+	b.ReportMetric(float64(idleWrites), "idle-writes/60s")
+	b.ReportMetric(rss, "rss-MiB")
+	b.ReportMetric(hwm, "peak-rss-MiB")
+	b.Logf("park %s (raw %s, ×%.2f), restore %s (raw %s, ×%.2f), writes/workload park %.3f restore %.3f, idle writes in %s: %d, RSS %.1f MiB (peak %.1f MiB)",
+		park.Round(time.Millisecond), rawPark.Round(time.Millisecond), park.Seconds()/rawPark.Seconds(),
+		restore.Round(time.Millisecond), rawRestore.Round(time.Millisecond), restore.Seconds()/rawRestore.Seconds(),
+		parkWrites, restoreWrites, idle, idleWrites, rss, hwm)
+}
+
+func replicasFor(k client.ObjectKey) int32 {
+	return int32(len(k.Namespace)+int(k.Name[len(k.Name)-1]))%4 + 1
+}
+
+func deployment(k client.ObjectKey, replicas int32) *appsv1.Deployment {
+	labels := map[string]string{"app": k.Name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.invalid/app:1"}}},
+			},
+		},
+	}
+}
+
+// parallel runs f over keys with `concurrency` workers and returns the first error.
+func parallel(keys []client.ObjectKey, f func(client.ObjectKey) error) error {
+	work := make(chan client.ObjectKey)
+	errs := make(chan error, len(keys))
+	var wg sync.WaitGroup
+	for w := 0; w < concurrency; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range work {
+				if err := f(k); err != nil {
+					errs <- fmt.Errorf("%s: %w", k, err)
+				}
+			}
+		}()
+	}
+	for _, k := range keys {
+		work <- k
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+func timed(f func() error, b *testing.B) time.Duration {
+	start := time.Now()
+	if err := f(); err != nil {
+		b.Fatal(err)
+	}
+	return time.Since(start)
+}
+
+func waitFor(b *testing.B, limit time.Duration, cond func() bool) {
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			b.Fatalf("condition not met within %s", limit)
+		}
+		time.Sleep(100 * time.Millisecond) // polling the apiserver; no event to wait on here
+	}
+}
+
+// allReplicas reports whether every Deployment is parked (0 replicas with the
+// annotation) or restored (its original count, no annotation).
+func allReplicas(ctx context.Context, b *testing.B, c client.Client, keys []client.ObjectKey, parked bool) bool {
+	var l appsv1.DeploymentList
+	if err := c.List(ctx, &l); err != nil {
+		b.Fatal(err)
+	}
+	want := map[client.ObjectKey]int32{}
+	for _, k := range keys {
+		want[k] = replicasFor(k)
+	}
+	n := 0
+	for _, d := range l.Items {
+		k := client.ObjectKeyFromObject(&d)
+		orig, ok := want[k]
+		if !ok {
+			continue
+		}
+		_, annotated := d.Annotations["scaling.runbook.dev/original"]
+		if parked && *d.Spec.Replicas == 0 && annotated || !parked && *d.Spec.Replicas == orig && !annotated {
+			n++
+		}
+	}
+	return n == len(keys)
+}
+
+type requestCounts struct {
+	deployments int64 // PATCH requests on deployments
+	mutating    int64 // every mutating request except leases
+}
+
+// patches reads the apiserver's request counters.
+func patches(ctx context.Context, b *testing.B, cs kubernetes.Interface) requestCounts {
+	raw, err := cs.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var rc requestCounts
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 1<<20), 1<<22)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		mutating := false
+		for _, verb := range []string{`verb="PATCH"`, `verb="POST"`, `verb="PUT"`, `verb="DELETE"`, `verb="APPLY"`} {
+			if strings.Contains(line, verb) {
+				mutating = true
+			}
+		}
+		if !mutating || strings.Contains(line, `resource="leases"`) || strings.Contains(line, `resource="subjectaccessreviews"`) ||
+			strings.Contains(line, `resource="tokenreviews"`) {
+			continue
+		}
+		rc.mutating += int64(v)
+		if strings.Contains(line, `verb="PATCH"`) && strings.Contains(line, `resource="deployments"`) {
+			rc.deployments += int64(v)
+		}
+	}
+	return rc
+}
+
+// memory returns the manager's resident and peak resident set in MiB.
+func memory(b *testing.B, pid int) (rss, hwm float64) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseFloat(f[1], 64)
+		switch f[0] {
+		case "VmRSS:":
+			rss = kb / 1024
+		case "VmHWM:":
+			hwm = kb / 1024
+		}
+	}
+	return rss, hwm
+}
