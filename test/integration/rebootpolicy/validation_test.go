@@ -1,0 +1,158 @@
+package rebootpolicy
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+)
+
+func httpProbe() *corev1.Probe {
+	return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: "127.0.0.1", Port: intstr.FromInt(8080), Path: "/healthz"}}}
+}
+
+func validSpec() autorebootv1alpha1.RebootPolicySpec {
+	return autorebootv1alpha1.RebootPolicySpec{
+		Target: autorebootv1alpha1.TargetRef{Kind: autorebootv1alpha1.KindDeployment, Name: "nginx"},
+		Policies: []autorebootv1alpha1.Policy{{
+			Name:    "health",
+			Trigger: autorebootv1alpha1.Trigger{Probe: httpProbe()},
+		}},
+	}
+}
+
+func sqlTrigger() *autorebootv1alpha1.SQLTrigger {
+	return &autorebootv1alpha1.SQLTrigger{Driver: autorebootv1alpha1.DriverMySQL, Query: "SELECT 1",
+		DSNSecretRef: autorebootv1alpha1.SecretKeySelector{Name: "db", Key: "dsn"}, PeriodSeconds: 5, TimeoutSeconds: 2}
+}
+
+func TestValidationRejectsBadSpecs(t *testing.T) {
+	ns := createNamespace(t, "validation")
+	cases := []struct {
+		name    string
+		mutate  func(s *autorebootv1alpha1.RebootPolicySpec)
+		message string
+	}{
+		{"target with name and selector", func(s *autorebootv1alpha1.RebootPolicySpec) {
+			s.Target.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}}
+		}, "exactly one of name or selector"},
+		{"target with neither name nor selector", func(s *autorebootv1alpha1.RebootPolicySpec) { s.Target.Name = "" }, "exactly one of name or selector"},
+		{"unsupported target kind", func(s *autorebootv1alpha1.RebootPolicySpec) { s.Target.Kind = "CronJob" }, `Unsupported value: "CronJob"`},
+		{"unsupported target apiVersion", func(s *autorebootv1alpha1.RebootPolicySpec) { s.Target.APIVersion = "apps/v2" }, `Unsupported value: "apps/v2"`},
+		{"no policies", func(s *autorebootv1alpha1.RebootPolicySpec) { s.Policies = nil }, "spec.policies"},
+		{"duplicate policy names", func(s *autorebootv1alpha1.RebootPolicySpec) { s.Policies = append(s.Policies, s.Policies[0]) }, "Duplicate value"},
+		{"invalid policy name", func(s *autorebootv1alpha1.RebootPolicySpec) { s.Policies[0].Name = "Bad_Name" }, "spec.policies[0].name"},
+		{"trigger with nothing", func(s *autorebootv1alpha1.RebootPolicySpec) { s.Policies[0].Trigger = autorebootv1alpha1.Trigger{} }, "exactly one of probe, sql or watch"},
+		{"trigger with probe and sql", func(s *autorebootv1alpha1.RebootPolicySpec) { s.Policies[0].Trigger.SQL = sqlTrigger() }, "exactly one of probe, sql or watch"},
+		{"probe with two handlers", func(s *autorebootv1alpha1.RebootPolicySpec) {
+			s.Policies[0].Trigger.Probe.TCPSocket = &corev1.TCPSocketAction{Host: "h", Port: intstr.FromInt(1)}
+		}, "exactly one of exec, httpGet, tcpSocket or grpc"},
+		{"probe without handler", func(s *autorebootv1alpha1.RebootPolicySpec) {
+			s.Policies[0].Trigger.Probe = &corev1.Probe{PeriodSeconds: 5}
+		}, "exactly one of exec, httpGet, tcpSocket or grpc"},
+		{"httpGet without host", func(s *autorebootv1alpha1.RebootPolicySpec) { s.Policies[0].Trigger.Probe.HTTPGet.Host = "" }, "httpGet.host (or trigger.probeHost) is required"},
+		{"httpGet with a named port", func(s *autorebootv1alpha1.RebootPolicySpec) {
+			s.Policies[0].Trigger.Probe.HTTPGet.Port = intstr.FromString("http")
+		}, "port must be a number"},
+		{"grpc without probeHost", func(s *autorebootv1alpha1.RebootPolicySpec) {
+			s.Policies[0].Trigger.Probe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 9000}}}
+		}, "probeHost is required for a grpc probe"},
+		{"probe period out of range", func(s *autorebootv1alpha1.RebootPolicySpec) { s.Policies[0].Trigger.Probe.PeriodSeconds = -1 }, "periodSeconds must be between 1 and 86400"},
+		{"probe failureThreshold out of range", func(s *autorebootv1alpha1.RebootPolicySpec) { s.Policies[0].Trigger.Probe.FailureThreshold = -2 }, "failureThreshold must be between 1 and 1000"},
+		{"probe timeout out of range", func(s *autorebootv1alpha1.RebootPolicySpec) { s.Policies[0].Trigger.Probe.TimeoutSeconds = 301 }, "timeoutSeconds must be between 1 and 300"},
+		{"exec without command", func(s *autorebootv1alpha1.RebootPolicySpec) {
+			s.Policies[0].Trigger.Probe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{}}}
+		}, "probe.exec.command must name a script"},
+		{"sql with an unknown driver", func(s *autorebootv1alpha1.RebootPolicySpec) {
+			q := sqlTrigger()
+			q.Driver = "oracle"
+			s.Policies[0].Trigger = autorebootv1alpha1.Trigger{SQL: q}
+		}, `Unsupported value: "oracle"`},
+		{"sql timeout above period", func(s *autorebootv1alpha1.RebootPolicySpec) {
+			q := sqlTrigger()
+			q.TimeoutSeconds = 10
+			s.Policies[0].Trigger = autorebootv1alpha1.Trigger{SQL: q}
+		}, "timeoutSeconds must not exceed periodSeconds"},
+		{"sql period out of range", func(s *autorebootv1alpha1.RebootPolicySpec) {
+			q := sqlTrigger()
+			q.PeriodSeconds = 100000
+			s.Policies[0].Trigger = autorebootv1alpha1.Trigger{SQL: q}
+		}, "periodSeconds"},
+		{"sql without query", func(s *autorebootv1alpha1.RebootPolicySpec) {
+			q := sqlTrigger()
+			q.Query = ""
+			s.Policies[0].Trigger = autorebootv1alpha1.Trigger{SQL: q}
+		}, "query"},
+		{"sql without secret key", func(s *autorebootv1alpha1.RebootPolicySpec) {
+			q := sqlTrigger()
+			q.DSNSecretRef.Key = ""
+			s.Policies[0].Trigger = autorebootv1alpha1.Trigger{SQL: q}
+		}, "dsnSecretRef.key"},
+		{"watch of an unsupported kind", func(s *autorebootv1alpha1.RebootPolicySpec) {
+			s.Policies[0].Trigger = autorebootv1alpha1.Trigger{Watch: &autorebootv1alpha1.WatchTrigger{Kind: "Pod", Name: "x"}}
+		}, `Unsupported value: "Pod"`},
+		{"minRestartInterval not a duration", func(s *autorebootv1alpha1.RebootPolicySpec) {
+			s.MinRestartInterval = &metav1.Duration{Duration: -time.Second}
+		}, "minRestartInterval"},
+		{"minRestartInterval above a week", func(s *autorebootv1alpha1.RebootPolicySpec) {
+			s.MinRestartInterval = &metav1.Duration{Duration: 200 * time.Hour}
+		}, "minRestartInterval must be between 0s and 168h"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := validSpec()
+			tc.mutate(&spec)
+			rbp := &autorebootv1alpha1.RebootPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad-" + string(rune('a'+i%26))}, Spec: spec}
+			err := k8s.Create(context.Background(), rbp)
+			if err == nil {
+				t.Fatalf("accepted: %+v", spec)
+			}
+			if !strings.Contains(err.Error(), tc.message) {
+				t.Fatalf("error %q does not mention %q", err, tc.message)
+			}
+		})
+	}
+	if len(cases) < 10 {
+		t.Fatalf("only %d bad specs", len(cases))
+	}
+}
+
+func TestValidationAcceptsAndDefaults(t *testing.T) {
+	ns := createNamespace(t, "defaults")
+	ctx := context.Background()
+	specs := map[string]autorebootv1alpha1.RebootPolicySpec{}
+	specs["probe"] = validSpec()
+	sel := validSpec()
+	sel.Target = autorebootv1alpha1.TargetRef{Kind: autorebootv1alpha1.KindDaemonSet, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}}}
+	sel.Policies = []autorebootv1alpha1.Policy{
+		{Name: "db", Trigger: autorebootv1alpha1.Trigger{SQL: &autorebootv1alpha1.SQLTrigger{Driver: autorebootv1alpha1.DriverPostgres, Query: "SELECT 1",
+			DSNSecretRef: autorebootv1alpha1.SecretKeySelector{Name: "db", Key: "dsn"}}}},
+		{Name: "cfg", Trigger: autorebootv1alpha1.Trigger{Watch: &autorebootv1alpha1.WatchTrigger{Kind: autorebootv1alpha1.WatchSecret, Name: "s", Keys: []string{"k"}}}},
+		{Name: "grpc", Trigger: autorebootv1alpha1.Trigger{ProbeHost: "10.0.0.1", Probe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 9000}}}}},
+		{Name: "script", Trigger: autorebootv1alpha1.Trigger{Probe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"check.sh"}}}}}},
+	}
+	sel.MinRestartInterval = &metav1.Duration{Duration: 90 * time.Second}
+	sel.Suspend = true
+	specs["all-triggers"] = sel
+	for name, spec := range specs {
+		rbp := &autorebootv1alpha1.RebootPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: spec}
+		if err := k8s.Create(ctx, rbp); err != nil {
+			t.Fatalf("%s rejected: %v", name, err)
+		}
+	}
+	got := getRBP(t, ns, "probe")
+	if got.Spec.Target.APIVersion != "apps/v1" || got.Spec.MinRestartInterval == nil || got.Spec.MinRestartInterval.Duration != time.Minute {
+		t.Fatalf("defaults not applied: %+v", got.Spec)
+	}
+	all := getRBP(t, ns, "all-triggers")
+	q := all.Spec.Policies[0].Trigger.SQL
+	if q.PeriodSeconds != 30 || q.TimeoutSeconds != 5 || all.Spec.Policies[1].Trigger.Watch.PeriodSeconds != 10 {
+		t.Fatalf("trigger defaults not applied: %+v %+v", q, all.Spec.Policies[1].Trigger.Watch)
+	}
+}
