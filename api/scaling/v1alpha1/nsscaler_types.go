@@ -29,7 +29,7 @@ const (
 // StatefulSet, CronJob) are given without a group; any other kind must name
 // its API group and must serve the scale subresource (e.g.
 // group: cache.runbook.dev, kind: Memcached).
-// +kubebuilder:validation:XValidation:rule="has(self.group) && self.group != ” || self.kind in ['Deployment', 'StatefulSet', 'CronJob']",message="a kind without a group must be one of Deployment, StatefulSet, CronJob"
+// +kubebuilder:validation:XValidation:rule="has(self.group) && size(self.group) > 0 || self.kind in ['Deployment', 'StatefulSet', 'CronJob']",message="a kind without a group must be one of Deployment, StatefulSet, CronJob"
 // +kubebuilder:validation:XValidation:rule="!has(self.group) || !(self.group in ['apps', 'batch', 'core', 'extensions'])",message="built-in kinds are given without a group; a group names a custom resource with a scale subresource"
 type WorkloadKind struct {
 	// Group is the API group of a custom resource kind; empty for the
@@ -48,7 +48,7 @@ type WorkloadKind struct {
 }
 
 // NSScalerSpec selects namespaces and says which of their workloads to park.
-// +kubebuilder:validation:XValidation:rule="(has(self.namespacePrefix) && self.namespacePrefix != ”) || has(self.namespaceSelector)",message="set namespacePrefix or namespaceSelector (or both)"
+// +kubebuilder:validation:XValidation:rule="(has(self.namespacePrefix) && size(self.namespacePrefix) > 0) || has(self.namespaceSelector)",message="set namespacePrefix or namespaceSelector (or both)"
 // +kubebuilder:validation:XValidation:rule="!has(self.namespaceSelector) || (has(self.namespaceSelector.matchLabels) && size(self.namespaceSelector.matchLabels) > 0) || (has(self.namespaceSelector.matchExpressions) && size(self.namespaceSelector.matchExpressions) > 0)",message="namespaceSelector must not be empty: an empty selector would select every namespace"
 type NSScalerSpec struct {
 	// NamespacePrefix selects the namespaces whose name starts with it. When

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -32,10 +33,12 @@ type observation struct {
 	controlled      int32
 	podsRemaining   int32
 	parkedKinds     []scalingv1alpha1.WorkloadKind
-	remainingOwned  int // annotated workloads this NSScaler must still restore (deletion)
 	kindErrs        []error
-	workloadErrs    []error
-	invalid         []error
+	// unrestorable counts kind errors that may hide parked objects (the kind
+	// exists but cannot be handled): deletion waits for them.
+	unrestorable int
+	workloadErrs []error
+	invalid      []error
 }
 
 // Reconcile parks the targets of one NSScaler, restores what no longer
@@ -88,7 +91,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 
-	if deleting && len(obs.workloadErrs) == 0 && len(obs.kindErrs) == 0 && obs.remainingOwned == 0 {
+	if deleting && len(obs.workloadErrs) == 0 && obs.unrestorable == 0 {
 		r.Metrics.forget(scaler.Name)
 		logger.Info("restored every parked workload; releasing the NSScaler")
 		return ctrl.Result{}, r.removeFinalizer(ctx, &scaler)
@@ -164,6 +167,10 @@ func (r *Reconciler) handlers(ctx context.Context, scaler *scalingv1alpha1.NSSca
 		h, err := r.customHandler(ctx, k)
 		if err != nil {
 			obs.kindErrs = append(obs.kindErrs, err)
+			// A kind that is not served has no objects left to restore.
+			if !meta.IsNoMatchError(err) {
+				obs.unrestorable++
+			}
 			continue
 		}
 		hs = append(hs, h)

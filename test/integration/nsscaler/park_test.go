@@ -266,34 +266,34 @@ func TestTwoScalersOnOneNamespace(t *testing.T) {
 	createNamespace(t, "cf-b", nil)
 	createDeployment(t, "cf-a", "web", ptr.To[int32](3))
 	createDeployment(t, "cf-b", "web", ptr.To[int32](2))
-	createScaler(t, "conflict-old", scalingv1alpha1.NSScalerSpec{NamespacePrefix: "cf-a"})
+	createScaler(t, "conflict-first", scalingv1alpha1.NSScalerSpec{NamespacePrefix: "cf-a"})
 	g.Eventually(func(g Gomega) {
-		g.Expect(deploymentState(g, "cf-a", "web").Annotation).To(Equal(parkedBy("conflict-old", 3)))
+		g.Expect(deploymentState(g, "cf-a", "web").Annotation).To(Equal(parkedBy("conflict-first", 3)))
 	}, timeout, poll).Should(Succeed())
-	createScaler(t, "conflict-new", scalingv1alpha1.NSScalerSpec{NamespacePrefix: "cf-", Whitelist: []string{"cf-a"}})
+	createScaler(t, "conflict-second", scalingv1alpha1.NSScalerSpec{NamespacePrefix: "cf-", Whitelist: []string{"cf-a"}})
 
 	g.Eventually(func(g Gomega) {
-		for _, name := range []string{"conflict-old", "conflict-new"} {
+		for _, name := range []string{"conflict-first", "conflict-second"} {
 			s := getScaler(g, name)
-			g.Expect(s.Status.Conflicts).To(Equal([]scalingv1alpha1.NamespaceConflict{{Namespace: "cf-a", Owner: "conflict-old"}}), name)
+			g.Expect(s.Status.Conflicts).To(Equal([]scalingv1alpha1.NamespaceConflict{{Namespace: "cf-a", Owner: "conflict-first"}}), name)
 			st, reason := conditionReason(s, scalingv1alpha1.ConditionDegraded)
 			g.Expect([]any{st, reason}).To(Equal([]any{metav1.ConditionTrue, scalingv1alpha1.ReasonNamespaceConflict}), name)
 		}
-		g.Expect(getScaler(g, "conflict-new").Status.ParkedNamespaces).To(Equal([]string{"cf-b"}))
-		g.Expect(getScaler(g, "conflict-new").Status.ActiveNamespaces).To(BeEmpty())
-		g.Expect(deploymentState(g, "cf-b", "web")).To(Equal(state{Replicas: 0, Annotation: parkedBy("conflict-new", 2)}))
+		g.Expect(getScaler(g, "conflict-second").Status.ParkedNamespaces).To(Equal([]string{"cf-b"}))
+		g.Expect(getScaler(g, "conflict-second").Status.ActiveNamespaces).To(BeEmpty())
+		g.Expect(deploymentState(g, "cf-b", "web")).To(Equal(state{Replicas: 0, Annotation: parkedBy("conflict-second", 2)}))
 	}, timeout, poll).Should(Succeed())
 	// The newer one's whitelist does not restore the older one's namespace.
 	g.Consistently(func(g Gomega) {
-		g.Expect(deploymentState(g, "cf-a", "web")).To(Equal(state{Replicas: 0, Annotation: parkedBy("conflict-old", 3)}))
+		g.Expect(deploymentState(g, "cf-a", "web")).To(Equal(state{Replicas: 0, Annotation: parkedBy("conflict-first", 3)}))
 	}, "2s", poll).Should(Succeed())
 
 	// The older one goes: the namespace passes to the newer one, which
 	// whitelists it, so it runs again with its original count.
-	deleteScalerAndWait(t, "conflict-old")
+	deleteScalerAndWait(t, "conflict-first")
 	g.Eventually(func(g Gomega) {
 		g.Expect(deploymentState(g, "cf-a", "web")).To(Equal(state{Replicas: 3}))
-		s := getScaler(g, "conflict-new")
+		s := getScaler(g, "conflict-second")
 		g.Expect(s.Status.Conflicts).To(BeEmpty())
 		g.Expect(s.Status.ActiveNamespaces).To(Equal([]string{"cf-a"}))
 	}, timeout, poll).Should(Succeed())

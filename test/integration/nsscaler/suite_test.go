@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -67,7 +68,11 @@ func TestMain(m *testing.M) {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(scalingv1alpha1.AddToScheme(scheme))
 	utilruntime.Must(cachev1alpha1.AddToScheme(scheme))
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.Level(zapLevel()))))
+	logs := io.Discard
+	if os.Getenv("NSSCALER_TEST_VERBOSE") != "" {
+		logs = os.Stderr
+	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(logs), zap.Level(zapcore.DebugLevel)))
 	e, err := testenv.Start(scheme)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -84,14 +89,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	_ = env.Stop()
 	os.Exit(code)
-}
-
-// zapLevel keeps test output quiet unless NSSCALER_TEST_VERBOSE is set.
-func zapLevel() int8 {
-	if os.Getenv("NSSCALER_TEST_VERBOSE") != "" {
-		return -1
-	}
-	return 2 // errors only
 }
 
 // managerOptions shape one in-process manager.
