@@ -1,0 +1,95 @@
+// Package rebootpolicy runs the RebootPolicy end to end: the real manager
+// binary (--controllers=rebootpolicy) against a kwok cluster whose
+// controller-manager really rolls Deployments, StatefulSets and DaemonSets.
+// It replays the seed's demo with MariaDB, then an exec trigger and the
+// StatefulSet and DaemonSet targets.
+package rebootpolicy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	"github.com/runbook-dev/runbook/test/cluster"
+	"github.com/runbook-dev/runbook/test/testenv"
+)
+
+var (
+	kc      *cluster.Cluster
+	k8s     client.Client
+	mgr     *cluster.Manager
+	execDir string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	c, err := cluster.Start(ctx, cluster.Options{Nodes: 3, NamePrefix: "rbp"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the e2e cluster:", err)
+		return 1
+	}
+	defer c.Stop()
+	kc = c
+	if _, err := c.Kubectl(ctx, "apply", "--server-side", "-f", filepath.Join(testenv.RepoRoot(), "config/crd/bases/autoreboot.runbook.dev_rebootpolicies.yaml")); err != nil {
+		fmt.Fprintln(os.Stderr, "installing the CRD:", err)
+		return 1
+	}
+	if _, err := c.Kubectl(ctx, "wait", "--for=condition=Established", "crd/rebootpolicies.autoreboot.runbook.dev", "--timeout=60s"); err != nil {
+		fmt.Fprintln(os.Stderr, "waiting for the CRD:", err)
+		return 1
+	}
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = autorebootv1alpha1.AddToScheme(scheme)
+	k8s, err = client.New(c.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "client:", err)
+		return 1
+	}
+	work, err := os.MkdirTemp("", "rbp-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(work)
+	execDir = filepath.Join(work, "probes")
+	if err := os.Mkdir(execDir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	bin, err := cluster.BuildManager(ctx, work)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	mgr, err = cluster.StartManager(ctx, bin, c.Kubeconfig, "--controllers=rebootpolicy", "--exec-probe-dir="+execDir, "--zap-log-level=info")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the manager:", err)
+		return 1
+	}
+	code := m.Run()
+	mgr.DumpLogsOnFailure(code != 0)
+	_ = mgr.Stop()
+	return code
+}
+
+func suffix() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
