@@ -44,6 +44,10 @@ const (
 // (the CRD default normally fills it in).
 const defaultMinRestartInterval = time.Minute
 
+// blockedRecheck is how often a policy refused with ExecNotAllowed is
+// checked again (the admin may add the script).
+const blockedRecheck = time.Minute
+
 // Reconciler reconciles RebootPolicies. Every dependency is set in main.
 type Reconciler struct {
 	// Client reads RebootPolicies and targets from the cache and writes.
@@ -126,6 +130,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if restartErr != nil {
 		logger.Error(restartErr, "restart failed")
 		return ctrl.Result{}, restartErr
+	}
+	if len(blocked) > 0 && (result.RequeueAfter == 0 || result.RequeueAfter > blockedRecheck) {
+		// Nothing watches the script directory: look again later.
+		result.RequeueAfter = blockedRecheck
 	}
 	return result, nil
 }

@@ -41,7 +41,10 @@ func decideRestart(targets []targetInfo, triggeredAt, now time.Time, minInterval
 		switch {
 		case t.paused || t.onDelete:
 			d.skipped = append(d.skipped, t)
-		case !t.restartedAt.IsZero() && !t.restartedAt.Before(triggeredAt.Truncate(time.Second)):
+		// Times have one-second precision (annotation and status): only a
+		// restart in a later second surely happened after the trigger. In
+		// doubt, restart again rather than miss a change.
+		case !t.restartedAt.IsZero() && t.restartedAt.Truncate(time.Second).After(triggeredAt.Truncate(time.Second)):
 			d.done = append(d.done, t)
 		case !t.restartedAt.IsZero() && now.Sub(t.restartedAt) < minInterval:
 			if w := minInterval - now.Sub(t.restartedAt); w > d.wait {
