@@ -40,8 +40,11 @@ const (
 
 // MemcachedSpec is the desired state of a Memcached cache.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.memoryMiB) || !has(self.resources) || !has(self.resources.limits) || !('memory' in self.resources.limits) || quantity(string(self.memoryMiB) + 'Mi').compareTo(quantity(self.resources.limits.memory)) <= 0",message="memoryMiB must not exceed resources.limits.memory (memcached would be OOM-killed); lower memoryMiB or raise the limit"
-// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !('memory' in self.resources.limits) || quantity(self.resources.limits.memory).compareTo(quantity('32Mi')) >= 0",message="resources.limits.memory must be at least 32Mi"
+// memoryMiB is checked against resources.limits.memory by the controller
+// (Degraded, reason InvalidSpec), not by CEL: quantities inside
+// corev1.ResourceRequirements have no length bound, so a CEL rule parsing
+// them exceeds the apiserver's cost budget.
+//
 // +kubebuilder:validation:XValidation:rule="!has(self.memoryMiB) || !has(self.maxItemSizeKiB) || self.maxItemSizeKiB * 2 <= self.memoryMiB * 1024",message="maxItemSizeKiB must be at most half of memoryMiB (memcached refuses to start otherwise)"
 // +kubebuilder:validation:XValidation:rule="!has(self.antiAffinity) || self.antiAffinity == 'None' || !has(self.affinity) || !has(self.affinity.podAntiAffinity)",message="set either the antiAffinity preset or affinity.podAntiAffinity, not both (use antiAffinity: None with a custom podAntiAffinity)"
 // +kubebuilder:validation:XValidation:rule="!has(self.exporter) || !has(self.exporter.serviceMonitor) || !self.exporter.serviceMonitor.enabled || self.exporter.enabled",message="exporter.serviceMonitor.enabled requires exporter.enabled"
@@ -179,6 +182,7 @@ type PodDisruptionBudgetSpec struct {
 	// MaxUnavailable instances during voluntary disruptions: a number >= 1
 	// or a percentage such as "25%".
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=4
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^([1-9][0-9]?|100)%$')",message="maxUnavailable must be an integer >= 1 or a percentage between 1% and 100%"
 	// +optional
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`

@@ -32,6 +32,10 @@ type settings struct {
 	PDBMaxUnavail  intstr.IntOrString
 	Exporter       bool
 	ExporterImage  string
+	// ServiceMonitor, its scrape interval and extra labels.
+	ServiceMonitor         bool
+	ServiceMonitorInterval string
+	ServiceMonitorLabels   map[string]string
 }
 
 // managedFlag matches memcached flags that the controller sets itself (or
@@ -131,6 +135,11 @@ func resolveSettings(spec *cachev1alpha1.MemcachedSpec) (settings, error) {
 		s.ExporterImage = e.Image
 		if s.ExporterImage == "" {
 			s.ExporterImage = cachev1alpha1.DefaultExporterImage
+		}
+		if sm := e.ServiceMonitor; sm != nil && sm.Enabled {
+			s.ServiceMonitor = true
+			s.ServiceMonitorInterval = sm.Interval
+			s.ServiceMonitorLabels = sm.Labels
 		}
 	}
 	return s, nil

@@ -257,13 +257,19 @@ func desiredService(mc *cachev1alpha1.Memcached, s settings) *corev1ac.ServiceAp
 		ports = append(ports, corev1ac.ServicePort().WithName(cachev1alpha1.ExporterPortName).WithProtocol(corev1.ProtocolTCP).
 			WithPort(cachev1alpha1.ExporterPort).WithTargetPort(intstr.FromString(cachev1alpha1.ExporterPortName)))
 	}
-	return corev1ac.Service(mc.Name, mc.Namespace).
+	svc := corev1ac.Service(mc.Name, mc.Namespace)
+	if s.ServiceMonitor {
+		svc.WithAnnotations(map[string]string{AnnotationServiceMonitor: "true"})
+	}
+	return svc.
 		WithLabels(objectLabels(mc)).
 		WithOwnerReferences(ownerReference(mc)).
 		WithSpec(corev1ac.ServiceSpec().
 			WithType(corev1.ServiceTypeClusterIP).
+			// Only ready instances are published (publishNotReadyAddresses
+			// stays false, its default; a false bool cannot be read back
+			// from the managed fields, so it is not set explicitly).
 			WithClusterIP(corev1.ClusterIPNone).
-			WithPublishNotReadyAddresses(false).
 			WithSelector(selectorLabels(mc)).
 			WithPorts(ports...))
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +38,10 @@ import (
 // DefaultFieldManager is the server-side apply field manager of the
 // controller: the managedFields entry that records what it owns.
 const DefaultFieldManager = "runbook-memcached"
+
+// serviceMonitorRecheck is how often a Memcached that wants a ServiceMonitor
+// the cluster cannot serve looks for the kind again.
+const serviceMonitorRecheck = 10 * time.Minute
 
 // Event reasons.
 const (
@@ -100,6 +105,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if obs.applyErr != nil {
 		return ctrl.Result{}, fmt.Errorf("reconciling Memcached %s: %w", req.NamespacedName, obs.applyErr)
 	}
+	if obs.serviceMonitorUnsupported {
+		// Nothing announces that prometheus-operator got installed; look
+		// again now and then (a read, no write when nothing changed).
+		return ctrl.Result{RequeueAfter: serviceMonitorRecheck}, nil
+	}
 	return ctrl.Result{}, nil
 }
 
@@ -123,6 +133,17 @@ func (r *Reconciler) reconcileObjects(ctx context.Context, mc *cachev1alpha1.Mem
 	case svc != nil && !metav1.IsControlledBy(svc, mc):
 		obs.foreign = append(obs.foreign, "Service "+key.String())
 	case apply:
+		desired := desiredService(mc, s)
+		if svc != nil {
+			fixed, err := r.removeClashingPorts(ctx, svc, desired)
+			if err != nil {
+				obs.applyErr = fmt.Errorf("repairing ports of Service %s: %w", key, err)
+				return obs
+			}
+			if fixed {
+				r.event(mc, corev1.EventTypeNormal, EventDriftCorrected, "Update", "Removed ports of Service %s that reuse the names of its own ports", mc.Name)
+			}
+		}
 		var owned *corev1ac.ServiceApplyConfiguration
 		if svc != nil {
 			var err error
@@ -131,7 +152,7 @@ func (r *Reconciler) reconcileObjects(ctx context.Context, mc *cachev1alpha1.Mem
 				return obs
 			}
 		}
-		applied, err := r.applyIfChanged(ctx, desiredService(mc, s), owned)
+		applied, err := r.applyIfChanged(ctx, desired, owned)
 		if err != nil {
 			obs.applyErr = fmt.Errorf("applying Service %s: %w", key, err)
 			return obs
@@ -177,6 +198,12 @@ func (r *Reconciler) reconcileObjects(ctx context.Context, mc *cachev1alpha1.Mem
 	// PodDisruptionBudget.
 	if err := r.reconcilePDB(ctx, mc, s, apply, &obs); err != nil {
 		obs.applyErr = fmt.Errorf("reconciling PodDisruptionBudget %s: %w", key, err)
+		return obs
+	}
+	// ServiceMonitor, when prometheus-operator is installed.
+	hadServiceMonitor := svc != nil && svc.Annotations[AnnotationServiceMonitor] == "true"
+	if err := r.reconcileServiceMonitor(ctx, mc, s, apply, hadServiceMonitor, &obs); err != nil {
+		obs.applyErr = fmt.Errorf("reconciling ServiceMonitor %s: %w", key, err)
 	}
 	return obs
 }

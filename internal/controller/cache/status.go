@@ -54,6 +54,9 @@ type observation struct {
 	invalid error
 	// applyErr is an apiserver error while applying the owned objects.
 	applyErr error
+	// serviceMonitorUnsupported: a ServiceMonitor is wanted but the
+	// cluster does not serve the kind.
+	serviceMonitorUnsupported bool
 }
 
 // computeStatus derives the whole status from the observation. It is a pure
@@ -105,6 +108,9 @@ func computeStatus(mc *cachev1alpha1.Memcached, size int32, obs observation, now
 		set(cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, ReasonRolloutStuck, progressDeadline.Message)
 	case replicaFailure != nil:
 		set(cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, ReasonReplicaFailure, replicaFailure.Message)
+	case obs.serviceMonitorUnsupported:
+		set(cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, ReasonServiceMonitorUnsupported,
+			"exporter.serviceMonitor is enabled but the cluster has no monitoring.coreos.com/v1 ServiceMonitor kind; install prometheus-operator or disable it (the exporter itself runs)")
 	default:
 		set(cachev1alpha1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "The owned objects match the spec")
 	}

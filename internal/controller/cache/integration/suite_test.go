@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -97,7 +99,7 @@ func run(m *testing.M) int {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(cachev1alpha1.AddToScheme(scheme))
-	te, err := testenv.Start(scheme)
+	te, err := startEnv(scheme)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -142,9 +144,37 @@ func run(m *testing.M) int {
 // zapLevel is info, or debug with MEMCACHED_TEST_DEBUG set.
 func zapLevel() zapcore.Level {
 	if os.Getenv("MEMCACHED_TEST_DEBUG") != "" {
-		return zapcore.DebugLevel
+		return zapcore.Level(-2)
 	}
 	return zapcore.InfoLevel
+}
+
+// startEnv is testenv.Start with only the Memcached CRD installed, so this
+// suite does not depend on the other controllers' CRDs (which may be mid-edit
+// in a shared tree).
+func startEnv(scheme *runtime.Scheme) (*testenv.Env, error) {
+	if err := testenv.RequireBinaries("kube-apiserver", "etcd", "kubectl"); err != nil {
+		return nil, err
+	}
+	e := &envtest.Environment{
+		CRDInstallOptions: envtest.CRDInstallOptions{
+			Paths:              []string{filepath.Join(testenv.RepoRoot(), "config", "crd", "bases", "cache.runbook.dev_memcacheds.yaml")},
+			ErrorIfPathMissing: true,
+		},
+		BinaryAssetsDirectory: testenv.BinDir(),
+		Scheme:                scheme,
+	}
+	cfg, err := e.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting envtest from %s: %w", testenv.BinDir(), err)
+	}
+	cfg.QPS, cfg.Burst = 500, 1000
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		_ = e.Stop()
+		return nil, fmt.Errorf("building client: %w", err)
+	}
+	return &testenv.Env{Environment: e, Config: cfg, Client: c}, nil
 }
 
 // newNamespace creates a namespace for one test and deletes it afterwards.
