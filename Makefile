@@ -178,3 +178,7 @@ helm-lint: $(HELM) ## Lint the chart.
 .PHONY: helm-template
 helm-template: $(HELM) ## Render the chart with its default values.
 	$(HELM) template runbook charts/runbook --namespace runbook-system
+
+.PHONY: docs-rbac
+docs-rbac: manifests ## Rewrite the RBAC rules table of docs/security.md from config/rbac/role.yaml.
+	UPDATE_RBAC_DOC=1 go test -count=1 -run TestSecurityDocListsTheRBACRules ./test/install/

@@ -75,6 +75,7 @@ func (a *apiserver) dryRun(t *testing.T, rendered []byte) {
 func (a *apiserver) createNamespaces(t *testing.T, rendered []byte) {
 	t.Helper()
 	var docs [][]byte
+	var names []string
 	for _, o := range decodeObjects(t, rendered) {
 		if o.GetKind() == "Namespace" {
 			b, err := yaml.Marshal(o.Object)
@@ -82,12 +83,18 @@ func (a *apiserver) createNamespaces(t *testing.T, rendered []byte) {
 				t.Fatal(err)
 			}
 			docs = append(docs, b)
+			names = append(names, o.GetName())
 		}
 	}
 	if len(docs) == 0 {
 		t.Fatal("no Namespace rendered")
 	}
 	a.run(t, bytes.Join(docs, []byte("---\n")), "apply", "--server-side", "-f", "-")
+	// Have the apiserver also warn (not only enforce, which rejects pods but
+	// not workloads) about restricted violations of the pod templates.
+	for _, n := range names {
+		a.run(t, nil, "label", "namespace", n, "--overwrite", "pod-security.kubernetes.io/warn=restricted")
+	}
 }
 
 // TestServerSideDryRun installs the chart's CRDs for real, then has the

@@ -1,9 +1,11 @@
 package install
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -13,18 +15,26 @@ import (
 // resource and URL the manager may use is named.
 func checkNoWildcards(t *testing.T, what string, rules []rbacv1.PolicyRule) {
 	t.Helper()
+	for _, p := range wildcardProblems(what, rules) {
+		t.Error(p)
+	}
+}
+
+func wildcardProblems(what string, rules []rbacv1.PolicyRule) []string {
+	var out []string
 	for i, r := range rules {
-		for field, values := range map[string][]string{
-			"verbs": r.Verbs, "apiGroups": r.APIGroups, "resources": r.Resources,
-			"resourceNames": r.ResourceNames, "nonResourceURLs": r.NonResourceURLs,
-		} {
-			for _, v := range values {
-				if v == rbacv1.VerbAll || v == rbacv1.ResourceAll || v == "*/*" || (field == "resources" && len(v) > 1 && v[len(v)-2:] == "/*") {
-					t.Errorf("%s rule %d grants the wildcard %s %q: name each one (%+v)", what, i, field, v, r)
+		for _, f := range []struct {
+			field  string
+			values []string
+		}{{"verbs", r.Verbs}, {"apiGroups", r.APIGroups}, {"resources", r.Resources}, {"resourceNames", r.ResourceNames}, {"nonResourceURLs", r.NonResourceURLs}} {
+			for _, v := range f.values {
+				if strings.Contains(v, "*") {
+					out = append(out, fmt.Sprintf("%s rule %d grants the wildcard %s %q: name each one (%+v)", what, i, f.field, v, r))
 				}
 			}
 		}
 	}
+	return out
 }
 
 // secretVerbs collects the verbs granted on core Secrets.
