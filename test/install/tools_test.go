@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,9 +22,9 @@ import (
 	"github.com/runbook-dev/runbook/test/testenv"
 )
 
-// commandTimeout bounds every external command; builds on a busy 2-core
-// machine are the slowest of them.
-const commandTimeout = 10 * time.Minute
+// commandTimeout bounds every external command; a cold build of the static
+// manager on a busy 2-core machine is the slowest of them.
+const commandTimeout = 30 * time.Minute
 
 func repoPath(elem ...string) string {
 	return filepath.Join(append([]string{testenv.RepoRoot()}, elem...)...)
@@ -83,6 +84,11 @@ func runCommand(dir string, stdin []byte, env []string, name string, args ...str
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
+	// On timeout kill the whole process group (make's and go's children too),
+	// and stop waiting for pipes a leftover child might hold open.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
 	}
