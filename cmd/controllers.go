@@ -60,7 +60,6 @@ func registerControllers(reg *registry.Registry, scheme *runtime.Scheme, fs *fla
 		return (&scalingcontroller.Reconciler{
 			Client:            mgr.GetClient(),
 			APIReader:         mgr.GetAPIReader(),
-			Cache:             mgr.GetCache(),
 			RESTMapper:        mgr.GetRESTMapper(),
 			Recorder:          mgr.GetEventRecorder(scalingcontroller.ControllerName),
 			Clock:             clock.RealClock{},

@@ -121,7 +121,7 @@ func (r *Reconciler) plan(ctx context.Context, scaler *scalingv1alpha1.NSScaler)
 		return Plan{}, fmt.Errorf("listing NSScalers: %w", err)
 	}
 	var nsList corev1.NamespaceList
-	if err := r.Client.List(ctx, &nsList, client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.Cache.List(ctx, &nsList, client.UnsafeDisableDeepCopy); err != nil {
 		return Plan{}, fmt.Errorf("listing namespaces: %w", err)
 	}
 	namespaces := make([]Namespace, 0, len(nsList.Items))
@@ -183,7 +183,7 @@ func (r *Reconciler) countPods(ctx context.Context, plan Plan, obs *observation)
 	for _, ns := range sets.List(plan.Parked) {
 		pods := &metav1.PartialObjectMetadataList{}
 		pods.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
-		if err := r.Client.List(ctx, pods, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+		if err := r.Cache.List(ctx, pods, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 			return fmt.Errorf("listing pods in %s: %w", ns, err)
 		}
 		obs.podsRemaining += int32(len(pods.Items))

@@ -12,7 +12,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -20,7 +19,6 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -59,7 +57,9 @@ type Reconciler struct {
 	Client client.Client
 	// APIReader reads straight from the apiserver (after a 409 conflict).
 	APIReader client.Reader
-	// Cache is the manager's cache (lists of custom resources, dynamic watches).
+	// Cache holds namespaces, workloads (including custom kinds) and pod
+	// metadata. Nil (the normal case) builds the controller's own trimmed
+	// cache (see newWorkloadCache); tests may pass the manager's.
 	Cache cache.Cache
 	// RESTMapper resolves custom-resource kinds.
 	RESTMapper meta.RESTMapper
@@ -91,7 +91,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.APIReader = mgr.GetAPIReader()
 	}
 	if r.Cache == nil {
-		r.Cache = mgr.GetCache()
+		c, err := newWorkloadCache(mgr)
+		if err != nil {
+			return err
+		}
+		r.Cache = c
 	}
 	if r.RESTMapper == nil {
 		r.RESTMapper = mgr.GetRESTMapper()
@@ -112,9 +116,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.tracker = newWriteTracker()
 	r.custom = map[KindKey]*scaleHandler{}
 	r.builtins = []kindHandler{
-		newDeploymentHandler(r.Client, r.APIReader, r.Client),
-		newStatefulSetHandler(r.Client, r.APIReader, r.Client),
-		newCronJobHandler(r.Client, r.APIReader, r.Client),
+		newDeploymentHandler(r.Cache, r.APIReader, r.Client),
+		newStatefulSetHandler(r.Cache, r.APIReader, r.Client),
+		newCronJobHandler(r.Cache, r.APIReader, r.Client),
 	}
 
 	workloadChanges := predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{})
@@ -122,19 +126,20 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Only creations and deletions change the pod count.
 		UpdateFunc: func(event.UpdateEvent) bool { return false },
 	}
-	podMeta := &metav1.PartialObjectMetadata{}
-	podMeta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
+	workload := func(obj client.Object) source.Source {
+		return source.Kind(r.Cache, obj, handler.EnqueueRequestsFromMapFunc(r.scalersForWorkload), workloadChanges)
+	}
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&scalingv1alpha1.NSScaler{}).
 		// Another NSScaler's change can move the ownership of a namespace.
 		Watches(&scalingv1alpha1.NSScaler{}, handler.EnqueueRequestsFromMapFunc(r.allScalers)).
-		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.scalersForNamespaceObject),
-			builder.WithPredicates(predicate.Or(predicate.LabelChangedPredicate{}, createOrDelete()))).
-		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.scalersForWorkload), builder.WithPredicates(workloadChanges)).
-		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.scalersForWorkload), builder.WithPredicates(workloadChanges)).
-		Watches(&batchv1.CronJob{}, handler.EnqueueRequestsFromMapFunc(r.scalersForWorkload), builder.WithPredicates(workloadChanges)).
-		WatchesMetadata(podMeta, handler.EnqueueRequestsFromMapFunc(r.scalersForPod), builder.WithPredicates(podCount)).
+		WatchesRawSource(source.Kind(r.Cache, client.Object(&corev1.Namespace{}), handler.EnqueueRequestsFromMapFunc(r.scalersForNamespaceObject),
+			predicate.Or[client.Object](predicate.LabelChangedPredicate{}, createOrDelete()))).
+		WatchesRawSource(workload(&appsv1.Deployment{})).
+		WatchesRawSource(workload(&appsv1.StatefulSet{})).
+		WatchesRawSource(workload(&batchv1.CronJob{})).
+		WatchesRawSource(source.Kind(r.Cache, client.Object(podMetadata()), handler.EnqueueRequestsFromMapFunc(r.scalersForPod), podCount)).
 		Build(r)
 	if err != nil {
 		return fmt.Errorf("building nsscaler controller: %w", err)
@@ -165,7 +170,7 @@ func (r *Reconciler) allScalers(ctx context.Context, _ client.Object) []reconcil
 // NSScaler named in a workload's annotation.
 func (r *Reconciler) scalersFor(ctx context.Context, ns string, nsLabels map[string]string, parkedBy string) []reconcile.Request {
 	var l scalingv1alpha1.NSScalerList
-	if err := r.Client.List(ctx, &l); err != nil {
+	if err := r.Client.List(ctx, &l, client.UnsafeDisableDeepCopy); err != nil {
 		log.FromContext(ctx).Error(err, "listing NSScalers")
 		return nil
 	}
@@ -199,7 +204,7 @@ func (r *Reconciler) scalersForNamespaceObject(ctx context.Context, obj client.O
 
 func (r *Reconciler) namespaceLabels(ctx context.Context, name string) map[string]string {
 	var ns corev1.Namespace
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, &ns); err != nil {
+	if err := r.Cache.Get(ctx, client.ObjectKey{Name: name}, &ns, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	return ns.Labels
@@ -217,7 +222,7 @@ func (r *Reconciler) scalersForWorkload(ctx context.Context, obj client.Object) 
 
 func (r *Reconciler) scalersForPod(ctx context.Context, obj client.Object) []reconcile.Request {
 	var l scalingv1alpha1.NSScalerList
-	if err := r.Client.List(ctx, &l); err != nil {
+	if err := r.Client.List(ctx, &l, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	var reqs []reconcile.Request

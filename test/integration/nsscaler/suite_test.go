@@ -145,7 +145,6 @@ func startManager(t *testing.T, opts managerOptions) *runningManager {
 	r := &scaling.Reconciler{
 		Client:            mgr.GetClient(),
 		APIReader:         mgr.GetAPIReader(),
-		Cache:             mgr.GetCache(),
 		RESTMapper:        mgr.GetRESTMapper(),
 		Recorder:          mgr.GetEventRecorder(scaling.ControllerName),
 		Clock:             clock.RealClock{},
