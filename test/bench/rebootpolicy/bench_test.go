@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +30,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 	"github.com/runbook-dev/runbook/test/cluster"
@@ -172,6 +174,7 @@ func runBench(b *testing.B) {
 	if _, err := c.Kubectl(ctx, "wait", "--for=condition=Established", "crd/rebootpolicies.autoreboot.runbook.dev", "--timeout=60s"); err != nil {
 		b.Fatal(err)
 	}
+	logf.SetLogger(logr.Discard())
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = autorebootv1alpha1.AddToScheme(scheme)

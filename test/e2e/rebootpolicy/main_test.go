@@ -15,9 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 	"github.com/runbook-dev/runbook/test/cluster"
@@ -53,6 +55,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "waiting for the CRD:", err)
 		return 1
 	}
+	logf.SetLogger(logr.Discard())
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = autorebootv1alpha1.AddToScheme(scheme)
