@@ -72,7 +72,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := os.WriteFile(config, []byte(ConfigYAML(bin)), 0o600); err != nil {
 		return nil, err
 	}
-	if _, err := c.kwokctl(ctx, "create", "cluster", "--config", config, "--wait", "2m"); err != nil {
+	// --kubeconfig keeps kwokctl away from the user's ~/.kube/config.
+	if _, err := c.kwokctl(ctx, "create", "cluster", "--config", config, "--wait", "2m",
+		"--kubeconfig", filepath.Join(workdir, "kubeconfig.yaml")); err != nil {
 		c.Stop()
 		return nil, err
 	}
