@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -177,5 +178,27 @@ func TestPendingSinceTakesTheEarliest(t *testing.T) {
 	})
 	if !pending || !since.Equal(&t2) {
 		t.Fatalf("pendingSince = %v %v", since, pending)
+	}
+}
+
+func TestFiresWhilePendingMergeWithoutStatusChange(t *testing.T) {
+	r := &Reconciler{}
+	first := time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC)
+	rbp := &autorebootv1alpha1.RebootPolicy{Status: autorebootv1alpha1.RebootPolicyStatus{Policies: []autorebootv1alpha1.PolicyStatus{{Name: "p"}}}}
+	view := func(seq uint64, at time.Time) map[string]workerView {
+		return map[string]workerView{"p": {Hash: "h", Unacked: true, State: policyState{
+			LastResult: fail, ConsecutiveFailures: 1, Message: "HTTP 500", TriggerHash: "h", FireSeq: seq, FiredAt: at}}}
+	}
+	acks := r.mergeWorkerStates(rbp, view(1, first), nil)
+	if len(acks) != 1 || !rbp.Status.Policies[0].PendingTrigger || !rbp.Status.Policies[0].LastTriggerTime.Time.Equal(first) {
+		t.Fatalf("first fire: %+v %+v", acks, rbp.Status.Policies[0])
+	}
+	before := *rbp.Status.DeepCopy()
+	acks = r.mergeWorkerStates(rbp, view(2, first.Add(time.Second)), nil)
+	if len(acks) != 1 || acks[0].seq != 2 {
+		t.Fatalf("second fire not acknowledged: %+v", acks)
+	}
+	if !equality.Semantic.DeepEqual(before, rbp.Status) {
+		t.Fatalf("a fire while pending changed status:\n%+v\n%+v", before, rbp.Status)
 	}
 }

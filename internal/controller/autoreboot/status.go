@@ -76,8 +76,13 @@ func (r *Reconciler) mergeWorkerStates(rbp *autorebootv1alpha1.RebootPolicy, vie
 		ps.ConsecutiveFailures = s.ConsecutiveFailures
 		ps.Fingerprint, ps.TriggerHash = s.Fingerprint, s.TriggerHash
 		if v.Unacked {
-			ps.PendingTrigger = true
-			ps.LastTriggerTime = &metav1.Time{Time: s.FiredAt}
+			// Fires while a restart is already pending merge into it; the
+			// first trigger time stays, so a probe failing on every period
+			// during the cooldown writes nothing.
+			if !ps.PendingTrigger {
+				ps.PendingTrigger = true
+				ps.LastTriggerTime = &metav1.Time{Time: s.FiredAt}
+			}
 			acks = append(acks, ack{policy: ps.Name, hash: v.Hash, seq: s.FireSeq})
 		}
 	}
