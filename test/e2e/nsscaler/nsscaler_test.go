@@ -262,7 +262,9 @@ func TestParkWhitelistFlipAndDelete(t *testing.T) {
 	t.Logf("deletion restored all three namespaces after %s", time.Since(start).Round(time.Millisecond))
 
 	// Events were recorded per namespace.
-	out, err := kc.Kubectl(ctx, "get", "events.events.k8s.io", "-A", "--field-selector", "reason=NamespaceParked", "-o", "name")
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(out).NotTo(BeEmpty(), "no NamespaceParked events")
+	g.Eventually(func(g Gomega) {
+		out, err := kc.Kubectl(ctx, "get", "events", "-A", "--field-selector", "reason=NamespaceParked", "-o", "name")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(out).NotTo(BeEmpty(), "no NamespaceParked events")
+	}, timeout, poll).Should(Succeed())
 }
