@@ -151,7 +151,7 @@ build-installer: manifests $(KUSTOMIZE) ## Write dist/install.yaml: CRDs, RBAC a
 
 .PHONY: docker-build
 docker-build: ## Build the manager image $(IMG) (needs a Docker engine; there is none on the project's machines).
-	@command -v $(CONTAINER_TOOL) >/dev/null || { echo "$(CONTAINER_TOOL) not found: building an image needs a container engine. 'make build-static' builds the same static binary without one." >&2; exit 1; }
+	@$(CONTAINER_TOOL) info >/dev/null 2>&1 || { echo "no working $(CONTAINER_TOOL) engine here: building the image needs one. 'make build-static' builds the same static binary without it." >&2; exit 1; }
 	$(CONTAINER_TOOL) build -t $(IMG) .
 
 .PHONY: docker-push
