@@ -53,8 +53,11 @@ const ControllerName = "nsscaler"
 // Reconciler reconciles NSScalers. Every dependency is a field set by the
 // caller (main or a test); SetupWithManager fills the rest.
 type Reconciler struct {
-	// Client reads from the manager's cache and writes to the apiserver.
+	// Client reads NSScalers from the manager's cache and writes them.
 	Client client.Client
+	// Writer patches workloads. Nil (the normal case) builds a client that
+	// speaks protobuf with the apiserver where the kind allows it.
+	Writer client.Client
 	// APIReader reads straight from the apiserver (after a 409 conflict).
 	APIReader client.Reader
 	// Cache holds namespaces, workloads (including custom kinds) and pod
@@ -87,6 +90,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Client == nil {
 		r.Client = mgr.GetClient()
 	}
+	if r.Writer == nil {
+		w, err := newWorkloadWriter(mgr)
+		if err != nil {
+			return err
+		}
+		r.Writer = w
+	}
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
 	}
@@ -116,9 +126,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.tracker = newWriteTracker()
 	r.custom = map[KindKey]*scaleHandler{}
 	r.builtins = []kindHandler{
-		newDeploymentHandler(r.Cache, r.APIReader, r.Client),
-		newStatefulSetHandler(r.Cache, r.APIReader, r.Client),
-		newCronJobHandler(r.Cache, r.APIReader, r.Client),
+		newDeploymentHandler(r.Cache, r.APIReader, r.Writer),
+		newStatefulSetHandler(r.Cache, r.APIReader, r.Writer),
+		newCronJobHandler(r.Cache, r.APIReader, r.Writer),
 	}
 
 	workloadChanges := predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{})
@@ -258,7 +268,7 @@ func (r *Reconciler) customHandler(ctx context.Context, k KindKey) (*scaleHandle
 	if err != nil {
 		return nil, err
 	}
-	h := &scaleHandler{kind: k, gvk: mapping.GroupVersionKind, replicasPath: path, cache: r.Cache, apiReader: r.APIReader, client: r.Client}
+	h := &scaleHandler{kind: k, gvk: mapping.GroupVersionKind, replicasPath: path, cache: r.Cache, apiReader: r.APIReader, client: r.Writer}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(mapping.GroupVersionKind)
 	src := source.Kind[client.Object](r.Cache, u, handler.EnqueueRequestsFromMapFunc(r.scalersForWorkload),

@@ -133,6 +133,9 @@ func runOnce(b *testing.B) {
 		mgr.DumpLogsOnFailure(b.Failed())
 	}()
 
+	startRSS, _ := memory(b, mgr.Pid())
+	b.Logf("manager ready (caches synced with %d Deployments): RSS %.1f MiB", workloads, startRSS)
+
 	before := patches(ctx, b, cs)
 	start = time.Now()
 	if err := c.Create(ctx, &scalingv1alpha1.NSScaler{
@@ -184,6 +187,7 @@ func runOnce(b *testing.B) {
 	b.ReportMetric(parkWrites, "park-writes/workload")
 	b.ReportMetric(restoreWrites, "restore-writes/workload")
 	b.ReportMetric(float64(idleWrites), "idle-writes/60s")
+	b.ReportMetric(startRSS, "start-rss-MiB")
 	b.ReportMetric(rss, "rss-MiB")
 	b.ReportMetric(hwm, "peak-rss-MiB")
 	b.Logf("park %s (raw %s, ×%.2f), restore %s (raw %s, ×%.2f), writes/workload park %.3f restore %.3f, idle writes in %s: %d, RSS %.1f MiB (peak %.1f MiB)",
