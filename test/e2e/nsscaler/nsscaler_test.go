@@ -6,6 +6,7 @@ package nsscaler
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -41,6 +42,11 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("nsscaler end-to-end tests need a cluster: not run with -short")
+		os.Exit(0)
+	}
 	os.Exit(run(m))
 }
 
