@@ -50,7 +50,7 @@ func run(nodes int, applySamples, exitAfterReady bool) error {
 	defer func() {
 		say("tearing the cluster down")
 		c.Stop()
-		say("done: no process left behind")
+		say("done: cluster processes stopped and its work directory removed")
 	}()
 	say("installing CRDs")
 	if out, err := c.Kubectl(ctx, "apply", "--server-side", "-f", filepath.Join(root, "config", "crd", "bases")); err != nil {

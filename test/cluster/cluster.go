@@ -13,7 +13,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -125,6 +127,11 @@ func (c *Cluster) Stop() {
 	if _, err := c.kwokctl(ctx, "delete", "cluster"); err != nil {
 		fmt.Fprintf(os.Stderr, "cluster %s: delete failed: %v\n", c.Name, err)
 	}
+	// Every component runs with a path inside workdir on its command line;
+	// whatever kwokctl failed to stop is killed, so no process outlives the test.
+	if left := killProcessesMentioning(c.workdir); left > 0 {
+		fmt.Fprintf(os.Stderr, "cluster %s: killed %d process(es) left behind by kwokctl delete\n", c.Name, left)
+	}
 	_ = os.RemoveAll(c.workdir)
 	c.workdir = ""
 }
@@ -147,4 +154,35 @@ func (c *Cluster) run(ctx context.Context, bin string, args ...string) (string, 
 		return stdout.String(), fmt.Errorf("%s %s: %w\n%s", filepath.Base(bin), strings.Join(args, " "), err, stderr.String())
 	}
 	return stdout.String(), nil
+}
+
+// killProcessesMentioning SIGKILLs every process whose command line contains
+// needle and returns how many it found.
+func killProcessesMentioning(needle string) int {
+	return len(ProcessesMentioning(needle, true))
+}
+
+// ProcessesMentioning lists the pids whose command line contains needle,
+// killing them first when kill is set.
+func ProcessesMentioning(needle string, kill bool) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !bytes.Contains(cmdline, []byte(needle)) {
+			continue
+		}
+		pids = append(pids, pid)
+		if kill {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	return pids
 }
