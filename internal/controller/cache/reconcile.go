@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -99,6 +100,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	s, invalid := resolveSettings(&mc.Spec)
 	obs := r.reconcileObjects(ctx, mc, s, invalid)
+	r.reportCreated(mc, &obs)
 	if err := r.writeStatus(ctx, mc, s.Size, obs); err != nil {
 		return ctrl.Result{}, errors.Join(obs.applyErr, err)
 	}
@@ -157,7 +159,7 @@ func (r *Reconciler) reconcileObjects(ctx context.Context, mc *cachev1alpha1.Mem
 			obs.applyErr = fmt.Errorf("applying Service %s: %w", key, err)
 			return obs
 		}
-		r.eventForApply(mc, "Service", svc == nil, applied)
+		r.eventForApply(mc, &obs, "Service", svc == nil, applied)
 		obs.serviceName = mc.Name
 	case svc != nil:
 		obs.serviceName = mc.Name
@@ -184,7 +186,7 @@ func (r *Reconciler) reconcileObjects(ctx context.Context, mc *cachev1alpha1.Mem
 	case dep != nil && !metav1.IsControlledBy(dep, mc):
 		obs.foreign = append(obs.foreign, "Deployment "+key.String())
 	case apply:
-		live, err := r.applyDeployment(ctx, mc, s, dep)
+		live, err := r.applyDeployment(ctx, mc, s, dep, &obs)
 		if err != nil {
 			obs.applyErr = fmt.Errorf("applying Deployment %s: %w", key, err)
 			obs.deployment = dep
@@ -211,7 +213,7 @@ func (r *Reconciler) reconcileObjects(ctx context.Context, mc *cachev1alpha1.Mem
 // applyDeployment applies the desired Deployment and returns the live
 // object. The events tell creation, scaling and configuration rollouts
 // apart, since each means something different to an operator.
-func (r *Reconciler) applyDeployment(ctx context.Context, mc *cachev1alpha1.Memcached, s settings, live *appsv1.Deployment) (*appsv1.Deployment, error) {
+func (r *Reconciler) applyDeployment(ctx context.Context, mc *cachev1alpha1.Memcached, s settings, live *appsv1.Deployment, obs *observation) (*appsv1.Deployment, error) {
 	desired, err := desiredDeployment(mc, s)
 	if err != nil {
 		return nil, err
@@ -233,7 +235,7 @@ func (r *Reconciler) applyDeployment(ctx context.Context, mc *cachev1alpha1.Memc
 	}
 	switch {
 	case live == nil:
-		r.event(mc, corev1.EventTypeNormal, EventCreated, "Create", "Created Deployment %s with %d instances", mc.Name, s.Size)
+		obs.created = append(obs.created, fmt.Sprintf("Deployment (%d instances)", s.Size))
 		return after, nil
 	case live.Spec.Replicas == nil || *live.Spec.Replicas != s.Size:
 		from := int32(1)
@@ -294,18 +296,30 @@ func (r *Reconciler) reconcilePDB(ctx context.Context, mc *cachev1alpha1.Memcach
 	if err != nil {
 		return err
 	}
-	r.eventForApply(mc, "PodDisruptionBudget", pdb == nil, applied)
+	r.eventForApply(mc, obs, "PodDisruptionBudget", pdb == nil, applied)
 	return nil
 }
 
-func (r *Reconciler) eventForApply(mc *cachev1alpha1.Memcached, kind string, created, applied bool) {
+// eventForApply records a creation (reported in one event per reconcile
+// by reportCreated) or emits DriftCorrected for an update.
+func (r *Reconciler) eventForApply(mc *cachev1alpha1.Memcached, obs *observation, kind string, created, applied bool) {
 	switch {
 	case !applied:
 	case created:
-		r.event(mc, corev1.EventTypeNormal, EventCreated, "Create", "Created %s %s", kind, mc.Name)
+		obs.created = append(obs.created, kind)
 	default:
 		r.event(mc, corev1.EventTypeNormal, EventDriftCorrected, "Update", "Restored the fields of %s %s that differ from the spec", kind, mc.Name)
 	}
+}
+
+// reportCreated emits one Created event for everything created in this
+// reconcile (an event is an apiserver write too).
+func (r *Reconciler) reportCreated(mc *cachev1alpha1.Memcached, obs *observation) {
+	if len(obs.created) == 0 {
+		return
+	}
+	r.event(mc, corev1.EventTypeNormal, EventCreated, "Create", "Created %s (all named %s)", strings.Join(obs.created, ", "), mc.Name)
+	obs.created = nil
 }
 
 func (r *Reconciler) event(mc *cachev1alpha1.Memcached, eventType, reason, action, note string, args ...any) {

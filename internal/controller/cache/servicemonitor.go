@@ -86,7 +86,7 @@ func (r *Reconciler) reconcileServiceMonitor(ctx context.Context, mc *cachev1alp
 	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(r.fieldManager()), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying ServiceMonitor: %w", err)
 	}
-	r.eventForApply(mc, "ServiceMonitor", live == nil, true)
+	r.eventForApply(mc, obs, "ServiceMonitor", live == nil, true)
 	return nil
 }
 

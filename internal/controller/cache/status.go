@@ -57,6 +57,8 @@ type observation struct {
 	// serviceMonitorUnsupported: a ServiceMonitor is wanted but the
 	// cluster does not serve the kind.
 	serviceMonitorUnsupported bool
+	// created lists the kinds created in this reconcile, for one event.
+	created []string
 }
 
 // computeStatus derives the whole status from the observation. It is a pure

@@ -6,6 +6,7 @@ package memcached
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -44,6 +45,12 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// `make test-unit` (-short) runs only tests that need no apiserver.
+		fmt.Println("memcached end-to-end tests need a cluster: not run with -short")
+		os.Exit(0)
+	}
 	os.Exit(run(m))
 }
 

@@ -6,6 +6,7 @@ package integration
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -92,6 +93,12 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// `make test-unit` (-short) runs only tests that need no apiserver.
+		fmt.Println("memcached integration tests need an apiserver: not run with -short")
+		os.Exit(0)
+	}
 	os.Exit(run(m))
 }
 
