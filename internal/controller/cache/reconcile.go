@@ -16,12 +16,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -115,89 +111,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{}, nil
 }
 
-// reconcileObjects applies the Service, the Deployment and the PDB (unless
-// the spec is invalid, then it only observes) and returns what it saw.
+// reconcileObjects applies the Service, the Deployment, the PDB and the
+// ServiceMonitor (unless the spec is invalid, then it only observes) and
+// returns what it saw. The first apiserver error ends it.
 func (r *Reconciler) reconcileObjects(ctx context.Context, mc *cachev1alpha1.Memcached, s settings, invalid error) observation {
 	obs := observation{invalid: invalid}
 	key := types.NamespacedName{Namespace: mc.Namespace, Name: mc.Name}
 	apply := invalid == nil
 
-	// Service.
-	svc := &corev1.Service{}
-	switch err := r.Client.Get(ctx, key, svc); {
-	case apierrors.IsNotFound(err):
-		svc = nil
-	case err != nil:
-		obs.applyErr = fmt.Errorf("reading Service %s: %w", key, err)
+	svc, err := r.reconcileService(ctx, mc, s, apply, &obs)
+	if err != nil {
+		obs.applyErr = err
 		return obs
 	}
-	switch {
-	case svc != nil && !metav1.IsControlledBy(svc, mc):
-		obs.foreign = append(obs.foreign, "Service "+key.String())
-	case apply:
-		desired := desiredService(mc, s)
-		if svc != nil {
-			fixed, err := r.removeClashingPorts(ctx, svc, desired)
-			if err != nil {
-				obs.applyErr = fmt.Errorf("repairing ports of Service %s: %w", key, err)
-				return obs
-			}
-			if fixed {
-				r.event(mc, corev1.EventTypeNormal, EventDriftCorrected, "Update", "Removed ports of Service %s that reuse the names of its own ports", mc.Name)
-			}
-		}
-		var owned *corev1ac.ServiceApplyConfiguration
-		if svc != nil {
-			var err error
-			if owned, err = corev1ac.ExtractService(svc, r.fieldManager()); err != nil {
-				obs.applyErr = fmt.Errorf("extracting owned fields of Service %s: %w", key, err)
-				return obs
-			}
-		}
-		applied, err := r.applyIfChanged(ctx, desired, owned)
-		if err != nil {
-			obs.applyErr = fmt.Errorf("applying Service %s: %w", key, err)
-			return obs
-		}
-		r.eventForApply(mc, &obs, "Service", svc == nil, applied)
-		obs.serviceName = mc.Name
-	case svc != nil:
-		obs.serviceName = mc.Name
-	}
-	if obs.serviceName != "" {
-		servers, err := readyServers(ctx, r.Client, mc.Namespace, obs.serviceName)
-		if err != nil {
-			obs.applyErr = err
-			return obs
-		}
-		obs.servers = servers
-	}
-
-	// Deployment.
-	dep := &appsv1.Deployment{}
-	switch err := r.Client.Get(ctx, key, dep); {
-	case apierrors.IsNotFound(err):
-		dep = nil
-	case err != nil:
-		obs.applyErr = fmt.Errorf("reading Deployment %s: %w", key, err)
+	if err := r.reconcileDeployment(ctx, mc, s, apply, &obs); err != nil {
+		obs.applyErr = err
 		return obs
 	}
-	switch {
-	case dep != nil && !metav1.IsControlledBy(dep, mc):
-		obs.foreign = append(obs.foreign, "Deployment "+key.String())
-	case apply:
-		live, err := r.applyDeployment(ctx, mc, s, dep, &obs)
-		if err != nil {
-			obs.applyErr = fmt.Errorf("applying Deployment %s: %w", key, err)
-			obs.deployment = dep
-			return obs
-		}
-		obs.deployment = live
-	default:
-		obs.deployment = dep
-	}
 
-	// PodDisruptionBudget.
 	if err := r.reconcilePDB(ctx, mc, s, apply, &obs); err != nil {
 		obs.applyErr = fmt.Errorf("reconciling PodDisruptionBudget %s: %w", key, err)
 		return obs
@@ -208,96 +139,6 @@ func (r *Reconciler) reconcileObjects(ctx context.Context, mc *cachev1alpha1.Mem
 		obs.applyErr = fmt.Errorf("reconciling ServiceMonitor %s: %w", key, err)
 	}
 	return obs
-}
-
-// applyDeployment applies the desired Deployment and returns the live
-// object. The events tell creation, scaling and configuration rollouts
-// apart, since each means something different to an operator.
-func (r *Reconciler) applyDeployment(ctx context.Context, mc *cachev1alpha1.Memcached, s settings, live *appsv1.Deployment, obs *observation) (*appsv1.Deployment, error) {
-	desired, err := desiredDeployment(mc, s)
-	if err != nil {
-		return nil, err
-	}
-	var owned *appsv1ac.DeploymentApplyConfiguration
-	if live != nil {
-		if owned, err = appsv1ac.ExtractDeployment(live, r.fieldManager()); err != nil {
-			return nil, fmt.Errorf("extracting owned fields: %w", err)
-		}
-	}
-	applied, err := r.applyIfChanged(ctx, desired, owned)
-	if err != nil || !applied {
-		return live, err
-	}
-	// The apply response (the new live object) was decoded into desired.
-	after, err := convertInto(desired, &appsv1.Deployment{})
-	if err != nil {
-		return nil, fmt.Errorf("decoding the apply response: %w", err)
-	}
-	switch {
-	case live == nil:
-		obs.created = append(obs.created, fmt.Sprintf("Deployment (%d instances)", s.Size))
-		return after, nil
-	case live.Spec.Replicas == nil || *live.Spec.Replicas != s.Size:
-		from := int32(1)
-		if live.Spec.Replicas != nil {
-			from = *live.Spec.Replicas
-		}
-		r.event(mc, corev1.EventTypeNormal, EventScaled, "Scale", "Scaled Deployment %s from %d to %d instances", mc.Name, from, s.Size)
-	}
-	if oldHash := live.Spec.Template.Annotations[AnnotationConfigHash]; oldHash != configHash(s) {
-		r.event(mc, corev1.EventTypeNormal, EventConfigRollout, "Rollout",
-			"Rolling the instances of Deployment %s to configuration %s (was %q), one at a time", mc.Name, configHash(s), oldHash)
-	} else if live.Spec.Replicas != nil && *live.Spec.Replicas == s.Size {
-		r.event(mc, corev1.EventTypeNormal, EventDriftCorrected, "Update", "Restored the fields of Deployment %s that were changed outside the controller", mc.Name)
-	}
-	return after, nil
-}
-
-// reconcilePDB applies the PodDisruptionBudget when it is enabled and
-// deletes the owned one when it is not.
-func (r *Reconciler) reconcilePDB(ctx context.Context, mc *cachev1alpha1.Memcached, s settings, apply bool, obs *observation) error {
-	key := types.NamespacedName{Namespace: mc.Namespace, Name: mc.Name}
-	pdb := &policyv1.PodDisruptionBudget{}
-	switch err := r.Client.Get(ctx, key, pdb); {
-	case apierrors.IsNotFound(err):
-		pdb = nil
-	case err != nil:
-		return err
-	}
-	if pdb != nil && !metav1.IsControlledBy(pdb, mc) {
-		if s.PDBEnabled {
-			obs.foreign = append(obs.foreign, "PodDisruptionBudget "+key.String())
-		}
-		return nil
-	}
-	if !apply {
-		return nil
-	}
-	if !s.PDBEnabled {
-		if pdb == nil {
-			return nil
-		}
-		// Preconditions make sure that exactly the object that was seen
-		// as owned is deleted.
-		if err := r.Client.Delete(ctx, pdb, client.Preconditions{UID: &pdb.UID, ResourceVersion: &pdb.ResourceVersion}); client.IgnoreNotFound(err) != nil {
-			return err
-		}
-		r.event(mc, corev1.EventTypeNormal, EventDeleted, "Delete", "Deleted PodDisruptionBudget %s: it is disabled or size is at most 1", mc.Name)
-		return nil
-	}
-	var owned *policyv1ac.PodDisruptionBudgetApplyConfiguration
-	if pdb != nil {
-		var err error
-		if owned, err = policyv1ac.ExtractPodDisruptionBudget(pdb, r.fieldManager()); err != nil {
-			return fmt.Errorf("extracting owned fields: %w", err)
-		}
-	}
-	applied, err := r.applyIfChanged(ctx, desiredPDB(mc, s), owned)
-	if err != nil {
-		return err
-	}
-	r.eventForApply(mc, obs, "PodDisruptionBudget", pdb == nil, applied)
-	return nil
 }
 
 // eventForApply records a creation (reported in one event per reconcile
