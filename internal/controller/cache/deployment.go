@@ -31,7 +31,7 @@ func (r *Reconciler) reconcileDeployment(ctx context.Context, mc *cachev1alpha1.
 	}
 	switch {
 	case dep != nil && !metav1.IsControlledBy(dep, mc):
-		obs.foreign = append(obs.foreign, "Deployment "+key.String())
+		obs.foreign = append(obs.foreign, describeForeign("Deployment", dep, mc))
 	case apply:
 		live, err := r.applyDeployment(ctx, mc, s, dep, obs)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
@@ -79,4 +80,17 @@ func restrictedContainerSecurity() *corev1ac.SecurityContextApplyConfiguration {
 		WithReadOnlyRootFilesystem(true).
 		WithRunAsNonRoot(true).
 		WithCapabilities(corev1ac.Capabilities().WithDrop(corev1.Capability("ALL")))
+}
+
+// describeForeign names a same-named object this Memcached does not control,
+// for the Degraded condition. An object controlled by an earlier Memcached of
+// the same name (deleted and recreated) is a leftover that the garbage
+// collector removes; the controller takes over once it is gone.
+func describeForeign(kind string, obj metav1.Object, mc *cachev1alpha1.Memcached) string {
+	name := kind + " " + obj.GetNamespace() + "/" + obj.GetName()
+	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil && ref.Kind == "Memcached" && ref.Name == mc.Name &&
+		ref.APIVersion == cachev1alpha1.GroupVersion.String() {
+		return name + " (left over from a deleted Memcached of this name, awaiting garbage collection)"
+	}
+	return name
 }

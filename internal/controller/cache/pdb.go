@@ -29,7 +29,7 @@ func (r *Reconciler) reconcilePDB(ctx context.Context, mc *cachev1alpha1.Memcach
 	}
 	if pdb != nil && !metav1.IsControlledBy(pdb, mc) {
 		if s.PDBEnabled {
-			obs.foreign = append(obs.foreign, "PodDisruptionBudget "+key.String())
+			obs.foreign = append(obs.foreign, describeForeign("PodDisruptionBudget", pdb, mc))
 		}
 		return nil
 	}

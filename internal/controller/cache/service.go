@@ -30,7 +30,7 @@ func (r *Reconciler) reconcileService(ctx context.Context, mc *cachev1alpha1.Mem
 	}
 	switch {
 	case svc != nil && !metav1.IsControlledBy(svc, mc):
-		obs.foreign = append(obs.foreign, "Service "+key.String())
+		obs.foreign = append(obs.foreign, describeForeign("Service", svc, mc))
 	case apply:
 		desired := desiredService(mc, s)
 		if svc != nil {

@@ -61,7 +61,7 @@ func (r *Reconciler) reconcileServiceMonitor(ctx context.Context, mc *cachev1alp
 	}
 	if live != nil && !metav1.IsControlledBy(live, mc) {
 		if s.ServiceMonitor {
-			obs.foreign = append(obs.foreign, "ServiceMonitor "+mc.Namespace+"/"+mc.Name)
+			obs.foreign = append(obs.foreign, describeForeign("ServiceMonitor", live, mc))
 		}
 		return nil
 	}
