@@ -37,6 +37,9 @@ func main() {
 		leaderElectionID     string
 		enableHTTP2          bool
 		shutdownTimeout      time.Duration
+		leaseDuration        time.Duration
+		renewDeadline        time.Duration
+		retryPeriod          time.Duration
 	)
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
@@ -60,6 +63,12 @@ func main() {
 	flag.StringVar(&leaderElectionNS, "leader-election-namespace", "",
 		"Namespace of the leader election Lease; required when running outside a cluster with --leader-elect.")
 	flag.StringVar(&leaderElectionID, "leader-election-id", "runbook.runbook.dev", "Name of the leader election Lease.")
+	flag.DurationVar(&leaseDuration, "leader-election-lease-duration", 15*time.Second,
+		"How long a standby waits after the leader's last renewal before taking the Lease over (the failover time after a crash).")
+	flag.DurationVar(&renewDeadline, "leader-election-renew-deadline", 10*time.Second,
+		"How long the leader keeps retrying to renew the Lease before it gives up leadership and exits; less than the lease duration.")
+	flag.DurationVar(&retryPeriod, "leader-election-retry-period", 2*time.Second,
+		"How often the leader renews and a standby tries to acquire the Lease.")
 	flag.BoolVar(&enableHTTP2, "enable-http2", false,
 		"Allow HTTP/2 for the metrics server (off by default: HTTP/2 Stream Cancellation and Rapid Reset CVEs).")
 	flag.DurationVar(&shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second,
@@ -112,6 +121,9 @@ func main() {
 		// instead of waiting for the lease to expire. Safe because the
 		// process exits right after the manager stops.
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &leaseDuration,
+		RenewDeadline:                 &renewDeadline,
+		RetryPeriod:                   &retryPeriod,
 		GracefulShutdownTimeout:       &shutdownTimeout,
 	})
 	if err != nil {
