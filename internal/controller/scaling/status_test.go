@@ -12,6 +12,8 @@ import (
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
 )
 
+var fakeNow = time.Unix(1000, 0)
+
 func TestComputeStatus(t *testing.T) {
 	now := metav1.NewTime(time.Unix(1000, 0))
 	parked := Plan{Parked: sets.New("a", "c"), Active: sets.New("b"), Foreign: sets.New[string](), Protected: sets.New[string]()}

@@ -356,3 +356,10 @@ func patchAnnotation(t *testing.T, ns, name, value string) {
 		t.Fatal(err)
 	}
 }
+
+// tryScaleToZero is a dry-run scale of a Deployment to zero, to see whether
+// admission lets it through.
+func tryScaleToZero(ns, name string) error {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	return k8s.Patch(context.Background(), d, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":0}}`)), client.DryRunAll)
+}
