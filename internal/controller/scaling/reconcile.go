@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -48,6 +49,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	logger := log.FromContext(ctx)
 	var scaler scalingv1alpha1.NSScaler
 	if err := r.Client.Get(ctx, req.NamespacedName, &scaler); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Metrics.forget(req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	deleting := !scaler.DeletionTimestamp.IsZero()
@@ -56,6 +60,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if deleting && scaler.Spec.DeletionPolicy == scalingv1alpha1.DeletionPolicyKeep {
 		logger.Info("deleted with deletionPolicy Keep: workloads stay parked")
+		r.Metrics.forget(scaler.Name)
 		return ctrl.Result{}, r.removeFinalizer(ctx, &scaler)
 	}
 	if !deleting && !controllerutil.ContainsFinalizer(&scaler, Finalizer) {

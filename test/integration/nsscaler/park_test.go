@@ -57,7 +57,7 @@ func conditionReason(s scalingv1alpha1.NSScaler, t string) (metav1.ConditionStat
 }
 
 func TestParkWhitelistFlipAndDeletionRestore(t *testing.T) {
-	startManager(t, managerOptions{})
+	mgr := startManager(t, managerOptions{})
 	g := NewWithT(t)
 	ctx := context.Background()
 	for _, ns := range []string{"pa-a", "pa-b", "pa-c"} {
@@ -94,6 +94,10 @@ func TestParkWhitelistFlipAndDeletionRestore(t *testing.T) {
 		g.Expect(st).To(Equal(metav1.ConditionFalse))
 		g.Expect(s.Finalizers).To(ContainElement(scaling.Finalizer))
 	}, timeout, poll).Should(Succeed())
+	g.Expect(metricValue(mgr.metrics.ParkedNamespaces.WithLabelValues("park-basic"))).To(Equal(2.0))
+	g.Expect(metricValue(mgr.metrics.ParkedWorkloads.WithLabelValues("park-basic"))).To(Equal(10.0))
+	g.Expect(seriesCount(mgr.metrics.ParkDuration)).To(Equal(1), "one park-duration series")
+	g.Expect(metricValue(mgr.metrics.Writes.WithLabelValues("park-basic", "park", "ok"))).To(Equal(10.0), "one write per parked workload")
 
 	// Reacts to new workloads and new namespaces at once (no resync).
 	createDeployment(t, "pa-c", "late", ptr.To[int32](4))
@@ -120,8 +124,9 @@ func TestParkWhitelistFlipAndDeletionRestore(t *testing.T) {
 		g.Expect(deploymentState(g, "pa-c", "web")).To(Equal(state{Replicas: 0, Annotation: parkedBy("park-basic", 3)}))
 	}, timeout, poll).Should(Succeed())
 
-	// Deletion restores everything (finalizer).
+	// Deletion restores everything (finalizer) and drops the metric series.
 	deleteScalerAndWait(t, "park-basic")
+	g.Expect(seriesCount(mgr.metrics.ParkedNamespaces)).To(BeZero())
 	for _, ns := range []string{"pa-a", "pa-b", "pa-c"} {
 		expectOriginal(g, ns)
 	}

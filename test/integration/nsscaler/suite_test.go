@@ -17,6 +17,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap/zapcore"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -99,9 +100,10 @@ type managerOptions struct {
 
 // runningManager is an in-process manager running the nsscaler controller.
 type runningManager struct {
-	cancel context.CancelFunc
-	done   chan error
-	once   sync.Once
+	metrics *scaling.Metrics
+	cancel  context.CancelFunc
+	done    chan error
+	once    sync.Once
 }
 
 // stop cancels the manager and waits for it; safe to call twice.
@@ -156,7 +158,7 @@ func startManager(t *testing.T, opts managerOptions) *runningManager {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &runningManager{cancel: cancel, done: make(chan error, 1)}
+	m := &runningManager{metrics: metrics, cancel: cancel, done: make(chan error, 1)}
 	go func() { m.done <- mgr.Start(ctx) }()
 	t.Cleanup(func() { m.stop(t) })
 	return m
@@ -362,4 +364,30 @@ func patchAnnotation(t *testing.T, ns, name, value string) {
 func tryScaleToZero(ns, name string) error {
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	return k8s.Patch(context.Background(), d, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":0}}`)), client.DryRunAll)
+}
+
+// metricValue reads a gauge or counter.
+func metricValue(m prometheus.Metric) float64 {
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		panic(err)
+	}
+	switch {
+	case d.Gauge != nil:
+		return d.Gauge.GetValue()
+	case d.Counter != nil:
+		return d.Counter.GetValue()
+	}
+	return -1
+}
+
+// seriesCount counts the series a collector exports.
+func seriesCount(c prometheus.Collector) int {
+	ch := make(chan prometheus.Metric)
+	go func() { c.Collect(ch); close(ch) }()
+	n := 0
+	for range ch {
+		n++
+	}
+	return n
 }
