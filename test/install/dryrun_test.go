@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -78,18 +79,14 @@ func (a *apiserver) createNamespaces(t *testing.T, rendered []byte) {
 	var names []string
 	for _, o := range decodeObjects(t, rendered) {
 		if o.GetKind() == "Namespace" {
-			b, err := yaml.Marshal(o.Object)
-			if err != nil {
-				t.Fatal(err)
-			}
-			docs = append(docs, b)
+			docs = append(docs, marshalDoc(t, o))
 			names = append(names, o.GetName())
 		}
 	}
 	if len(docs) == 0 {
 		t.Fatal("no Namespace rendered")
 	}
-	a.run(t, bytes.Join(docs, []byte("---\n")), "apply", "--server-side", "-f", "-")
+	a.run(t, bytes.Join(docs, nil), "apply", "--server-side", "-f", "-")
 	// Have the apiserver also warn (not only enforce, which rejects pods but
 	// not workloads) about restricted violations of the pod templates.
 	for _, n := range names {
@@ -169,3 +166,13 @@ spec:
         securityContext:
           privileged: true
 `
+
+// marshalDoc renders one object as a YAML document of a stream.
+func marshalDoc(t *testing.T, o *unstructured.Unstructured) []byte {
+	t.Helper()
+	b, err := yaml.Marshal(o.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]byte("---\n"), b...)
+}
