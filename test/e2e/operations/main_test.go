@@ -1,0 +1,217 @@
+// Package operations proves how Runbook behaves when it is operated: the real
+// manager binary authenticated as the ServiceAccount that config/rbac binds
+// (least privilege, not admin), two managers with leader election losing
+// their leader to SIGKILL and SIGTERM, a restart of the whole control plane
+// under a running manager, and an outage of the MariaDB an sql trigger
+// queries. Everything runs on one kwok cluster whose etcd, kube-apiserver
+// (RBAC authorization on), kube-controller-manager and scheduler are real.
+package operations
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	cachev1alpha1 "github.com/runbook-dev/runbook/api/cache/v1alpha1"
+	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
+	"github.com/runbook-dev/runbook/test/cluster"
+	"github.com/runbook-dev/runbook/test/testenv"
+)
+
+const (
+	// systemNamespace is where config/rbac's ServiceAccount, the leader
+	// election Role and the Lease live, as in config/default.
+	systemNamespace = "runbook-system"
+	serviceAccount  = "controller-manager"
+
+	timeout = 4 * time.Minute
+	poll    = 250 * time.Millisecond
+)
+
+var (
+	kc *cluster.Cluster
+	// k8s is an admin client for the test's own reads and writes.
+	k8s client.Client
+	// managerBin is the manager built from ./cmd.
+	managerBin string
+	// saKubeconfig authenticates with a token of the manager's
+	// ServiceAccount, so everything the manager does is authorized by the
+	// ClusterRole generated from the controllers' markers.
+	saKubeconfig string
+	workDir      string
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("operations end-to-end tests need a cluster: not run with -short")
+		os.Exit(0)
+	}
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	logf.SetLogger(logr.Discard())
+	c, err := cluster.Start(ctx, cluster.Options{Nodes: 3, NamePrefix: "ops"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the e2e cluster:", err)
+		return 1
+	}
+	defer c.Stop()
+	kc = c
+	if workDir, err = os.MkdirTemp("", "ops-e2e-"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(workDir)
+	if err := setup(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "setting up the operations suite:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+func setup(ctx context.Context) error {
+	root := testenv.RepoRoot()
+	if _, err := kc.Kubectl(ctx, "apply", "--server-side", "-f", filepath.Join(root, "config", "crd", "bases")); err != nil {
+		return fmt.Errorf("installing CRDs: %w", err)
+	}
+	for _, crd := range []string{"rebootpolicies.autoreboot.runbook.dev", "memcacheds.cache.runbook.dev", "nsscalers.scaling.runbook.dev"} {
+		if _, err := kc.Kubectl(ctx, "wait", "--for=condition=Established", "crd/"+crd, "--timeout=120s"); err != nil {
+			return err
+		}
+	}
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(autorebootv1alpha1.AddToScheme(scheme))
+	utilruntime.Must(cachev1alpha1.AddToScheme(scheme))
+	utilruntime.Must(scalingv1alpha1.AddToScheme(scheme))
+	var err error
+	if k8s, err = client.New(kc.Config, client.Options{Scheme: scheme}); err != nil {
+		return err
+	}
+	if managerBin, err = cluster.BuildManager(ctx, workDir); err != nil {
+		return err
+	}
+	if _, err := kc.Kubectl(ctx, "create", "namespace", systemNamespace); err != nil {
+		return err
+	}
+	if err := installRBAC(ctx); err != nil {
+		return err
+	}
+	token, err := kc.Kubectl(ctx, "create", "token", serviceAccount, "-n", systemNamespace, "--duration=2h")
+	if err != nil {
+		return fmt.Errorf("requesting a token for the ServiceAccount: %w", err)
+	}
+	saKubeconfig = filepath.Join(workDir, "serviceaccount.kubeconfig")
+	return writeTokenKubeconfig(kc.Kubeconfig, saKubeconfig, strings.TrimSpace(token))
+}
+
+// installRBAC applies config/rbac as config/default would, with the
+// namespace set to runbook-system but without config/default's name
+// prefix: the ServiceAccount is controller-manager, the ClusterRole
+// manager-role.
+func installRBAC(ctx context.Context) error {
+	dir := filepath.Join(workDir, "rbac-overlay")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	rel, err := filepath.Rel(dir, filepath.Join(testenv.RepoRoot(), "config", "rbac"))
+	if err != nil {
+		return err
+	}
+	kustomization := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: %s\nresources:\n- %s\n", systemNamespace, rel)
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kustomization), 0o600); err != nil {
+		return err
+	}
+	rendered, err := exec.CommandContext(ctx, filepath.Join(testenv.RepoRoot(), "bin", "kustomize-v5.8.2"), "build", dir).Output()
+	if err != nil {
+		return fmt.Errorf("kustomize build config/rbac: %w", err)
+	}
+	file := filepath.Join(workDir, "rbac.yaml")
+	if err := os.WriteFile(file, rendered, 0o600); err != nil {
+		return err
+	}
+	if _, err := kc.Kubectl(ctx, "apply", "--server-side", "-f", file); err != nil {
+		return fmt.Errorf("applying config/rbac: %w", err)
+	}
+	return nil
+}
+
+// writeTokenKubeconfig writes a kubeconfig with the admin kubeconfig's
+// server and CA and a bearer token as the only credential.
+func writeTokenKubeconfig(admin, out, token string) error {
+	cfg, err := clientcmd.LoadFromFile(admin)
+	if err != nil {
+		return err
+	}
+	cur := cfg.Contexts[cfg.CurrentContext]
+	if cur == nil {
+		return fmt.Errorf("%s has no current context", admin)
+	}
+	src := cfg.Clusters[cur.Cluster]
+	if src == nil {
+		return fmt.Errorf("%s has no cluster %q", admin, cur.Cluster)
+	}
+	ca := src.CertificateAuthorityData
+	if len(ca) == 0 && src.CertificateAuthority != "" {
+		if ca, err = os.ReadFile(src.CertificateAuthority); err != nil {
+			return err
+		}
+	}
+	sa := clientcmdapi.NewConfig()
+	sa.Clusters["ops"] = &clientcmdapi.Cluster{Server: src.Server, CertificateAuthorityData: ca, InsecureSkipTLSVerify: len(ca) == 0 && src.InsecureSkipTLSVerify}
+	sa.AuthInfos["manager"] = &clientcmdapi.AuthInfo{Token: token}
+	sa.Contexts["manager"] = &clientcmdapi.Context{Cluster: "ops", AuthInfo: "manager"}
+	sa.CurrentContext = "manager"
+	return clientcmd.WriteToFile(*sa, out)
+}
+
+// startManager runs the manager binary and stops it (SIGTERM) when the test
+// ends, dumping its logs if the test failed.
+func startManager(t *testing.T, kubeconfig string, args ...string) *cluster.Manager {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	m, err := cluster.StartManager(ctx, managerBin, kubeconfig, append([]string{"--zap-log-level=info"}, args...)...)
+	if err != nil {
+		t.Fatalf("starting the manager: %v", err)
+	}
+	t.Cleanup(func() {
+		select {
+		case <-m.Exited():
+		default:
+			_ = m.Stop()
+		}
+		if t.Failed() {
+			t.Logf("---- manager (pid %d) logs ----\n%s\n---- end of manager logs ----", m.Pid(), m.Logs())
+		}
+	})
+	return m
+}
+
+func suffix() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
