@@ -77,25 +77,38 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	// --kubeconfig keeps kwokctl away from the user's ~/.kube/config.
 	if _, err := c.kwokctl(ctx, "create", "cluster", "--config", config, "--wait", "2m",
 		"--kubeconfig", filepath.Join(workdir, "kubeconfig.yaml")); err != nil {
-		c.Stop()
-		return nil, err
+		return nil, c.failStart(err)
 	}
 	if _, err := c.kwokctl(ctx, "scale", "node", "--replicas", fmt.Sprint(opts.Nodes)); err != nil {
-		c.Stop()
-		return nil, err
+		return nil, c.failStart(err)
 	}
 	c.Kubeconfig = filepath.Join(workdir, "clusters", name, "kubeconfig.yaml")
 	c.Config, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
 	if err != nil {
-		c.Stop()
-		return nil, fmt.Errorf("loading kubeconfig of cluster %s: %w", name, err)
+		return nil, c.failStart(fmt.Errorf("loading kubeconfig of cluster %s: %w", name, err))
 	}
 	c.Config.QPS, c.Config.Burst = 500, 1000
-	if _, err := c.Kubectl(ctx, "wait", "--for=condition=Ready", "node", "--all", "--timeout=120s"); err != nil {
-		c.Stop()
-		return nil, err
+	if _, err := c.Kubectl(ctx, "wait", "--for=condition=Ready", "node", "--all", "--timeout=180s"); err != nil {
+		return nil, c.failStart(err)
 	}
 	return c, nil
+}
+
+// failStart tears a half-started cluster down and returns err with the tail
+// of every component's log, so a start-up failure explains itself.
+func (c *Cluster) failStart(err error) error {
+	var b strings.Builder
+	logs, _ := filepath.Glob(filepath.Join(c.workdir, "clusters", c.Name, "logs", "*.log"))
+	for _, l := range logs {
+		data, _ := os.ReadFile(l)
+		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+		if len(lines) > 15 {
+			lines = lines[len(lines)-15:]
+		}
+		fmt.Fprintf(&b, "\n--- last lines of %s ---\n%s", filepath.Base(l), strings.Join(lines, "\n"))
+	}
+	c.Stop()
+	return fmt.Errorf("cluster %s did not start: %w%s", c.Name, err, b.String())
 }
 
 // ConfigYAML is the kwokctl configuration that points every component at the
