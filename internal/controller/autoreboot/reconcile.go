@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -44,6 +45,12 @@ const (
 // (the CRD default normally fills it in).
 const defaultMinRestartInterval = time.Minute
 
+// staleRetry is how soon a reconcile that met a stale cache runs again.
+const staleRetry = 200 * time.Millisecond
+
+// errStaleCache: the cache is behind the apiserver; nothing was written.
+var errStaleCache = errors.New("cache is behind the apiserver")
+
 // blockedRecheck is how often a policy refused with ExecNotAllowed is
 // checked again (the admin may add the script).
 const blockedRecheck = time.Minute
@@ -51,11 +58,14 @@ const blockedRecheck = time.Minute
 // Reconciler reconciles RebootPolicies. Every dependency is set in main.
 type Reconciler struct {
 	// Client reads RebootPolicies and targets from the cache and writes.
-	Client   client.Client
-	Recorder events.EventRecorder
-	Clock    clock.Clock
-	Workers  *Workers
-	Metrics  *Metrics
+	Client client.Client
+	// APIReader reads live from the apiserver; used to confirm the cache
+	// is current before a restart.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Clock     clock.Clock
+	Workers   *Workers
+	Metrics   *Metrics
 	// ExecProbeDir mirrors ProbeSettings.ExecProbeDir, to refuse exec
 	// probes up front with an ExecNotAllowed condition.
 	ExecProbeDir string
@@ -119,9 +129,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	var restartErr error
 	if triggeredAt, pending := pendingSince(st.Policies); pending {
 		result, restartErr = r.handlePending(ctx, &rbp, targets, triggeredAt.Time, now, &in)
+		if errors.Is(restartErr, errStaleCache) {
+			// Nothing was changed; no status write from stale data either.
+			logger.V(1).Info("cache behind the apiserver, reconciling again")
+			return result, nil
+		}
 	}
 	setConditions(st, rbp.Generation, in)
 	if err := r.writeStatus(ctx, orig, &rbp); err != nil {
+		if apierrors.IsConflict(err) {
+			// Our cached copy is stale: merge the workers' states into
+			// the fresh one (the fires stay unacked until then).
+			logger.V(1).Info("status conflict, reconciling again")
+			return ctrl.Result{RequeueAfter: staleRetry}, nil
+		}
 		return ctrl.Result{}, err
 	}
 	for _, a := range acks {
@@ -167,8 +188,24 @@ func (r *Reconciler) handlePending(ctx context.Context, rbp *autorebootv1alpha1.
 			"RebootPolicy %s fired but this %s %s", rbp.Name, t.kind, why)
 		r.Metrics.restart(string(t.kind), "skipped", 0)
 	}
+	if len(d.restart) > 0 {
+		// The decision used the cache. If this RebootPolicy changed since
+		// (for example the status write of a restart that already
+		// happened), decide again on fresh data rather than restart twice.
+		var live autorebootv1alpha1.RebootPolicy
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(rbp), &live); err != nil {
+			return ctrl.Result{}, fmt.Errorf("get rebootpolicy %s/%s: %w", rbp.Namespace, rbp.Name, err)
+		}
+		if live.ResourceVersion != rbp.ResourceVersion {
+			return ctrl.Result{RequeueAfter: staleRetry}, errStaleCache
+		}
+	}
 	for _, t := range d.restart {
 		if err := r.restartTarget(ctx, t, now); err != nil {
+			if apierrors.IsConflict(err) {
+				// Target changed since the cached read: decide again.
+				return ctrl.Result{RequeueAfter: staleRetry}, errStaleCache
+			}
 			r.Recorder.Eventf(rbp, t.obj, corev1.EventTypeWarning, EventRestartFailed, "Restart", "%v", err)
 			r.Metrics.restart(string(t.kind), "failed", 0)
 			in.restartFailed = err.Error()
@@ -278,6 +315,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Workers, error) {
 	}
 	r := &Reconciler{
 		Client:       mgr.GetClient(),
+		APIReader:    mgr.GetAPIReader(),
 		Recorder:     mgr.GetEventRecorder("rebootpolicy-controller"),
 		Clock:        opts.Clock,
 		Workers:      workers,

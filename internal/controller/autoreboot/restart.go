@@ -67,16 +67,19 @@ func decideRestart(targets []targetInfo, triggeredAt, now time.Time, minInterval
 }
 
 // restartPatch is the minimal merge patch `kubectl rollout restart` would
-// make, with this group's annotation.
-func restartPatch(now time.Time) client.Patch {
-	body := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`,
-		autorebootv1alpha1.RestartedAtAnnotation, now.UTC().Format(time.RFC3339))
+// make, with this group's annotation. The resourceVersion the decision was
+// based on is a precondition: if the target changed meanwhile (or the cache
+// was stale, e.g. another reconcile restarted it already) the apiserver
+// answers Conflict and the decision is taken again on fresh data.
+func restartPatch(now time.Time, resourceVersion string) client.Patch {
+	body := fmt.Sprintf(`{"metadata":{"resourceVersion":%q},"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`,
+		resourceVersion, autorebootv1alpha1.RestartedAtAnnotation, now.UTC().Format(time.RFC3339))
 	return client.RawPatch(types.MergePatchType, []byte(body))
 }
 
 // restartTarget patches one workload's pod template.
 func (r *Reconciler) restartTarget(ctx context.Context, t targetInfo, now time.Time) error {
-	if err := r.Client.Patch(ctx, t.obj, restartPatch(now), client.FieldOwner(FieldManager)); err != nil {
+	if err := r.Client.Patch(ctx, t.obj, restartPatch(now, t.obj.GetResourceVersion()), client.FieldOwner(FieldManager)); err != nil {
 		return fmt.Errorf("restart %s %s/%s: %w", t.kind, t.obj.GetNamespace(), t.obj.GetName(), err)
 	}
 	return nil

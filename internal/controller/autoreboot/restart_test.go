@@ -62,7 +62,7 @@ func TestDecideRestart(t *testing.T) {
 
 func TestRestartPatchIsMinimal(t *testing.T) {
 	now := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
-	p := restartPatch(now)
+	p := restartPatch(now, "42")
 	data, err := p.Data(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +71,7 @@ func TestRestartPatchIsMinimal(t *testing.T) {
 	if err := json.Unmarshal(data, &got); err != nil {
 		t.Fatal(err)
 	}
-	want := `{"spec":{"template":{"metadata":{"annotations":{"autoreboot.runbook.dev/restartedAt":"2026-03-04T05:06:07Z"}}}}}`
+	want := `{"metadata":{"resourceVersion":"42"},"spec":{"template":{"metadata":{"annotations":{"autoreboot.runbook.dev/restartedAt":"2026-03-04T05:06:07Z"}}}}}`
 	if string(data) != want {
 		t.Fatalf("patch = %s, want %s", data, want)
 	}

@@ -201,7 +201,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, orig, cur *autorebootv1alp
 	if equality.Semantic.DeepEqual(orig.Status, cur.Status) {
 		return nil
 	}
-	if err := r.Client.Status().Patch(ctx, cur, client.MergeFrom(orig)); err != nil {
+	// Optimistic lock: a status computed from a stale cached copy must not
+	// overwrite a newer one (the policies list is replaced as a whole).
+	if err := r.Client.Status().Patch(ctx, cur, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("patch status of rebootpolicy %s/%s: %w", cur.Namespace, cur.Name, err)
 	}
 	return nil
