@@ -1,0 +1,286 @@
+package operations
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
+	"github.com/runbook-dev/runbook/test/cluster"
+)
+
+// leaderElectionArgs are the flags of a manager replica with leader
+// election, as config/default runs it, with the given Lease timings.
+func leaderElectionArgs(leaseID string, lease, renew, retry time.Duration) []string {
+	return []string{
+		"--leader-elect", "--leader-election-namespace=" + systemNamespace, "--leader-election-id=" + leaseID,
+		"--leader-election-lease-duration=" + lease.String(),
+		"--leader-election-renew-deadline=" + renew.String(),
+		"--leader-election-retry-period=" + retry.String(),
+	}
+}
+
+// startPair starts a first manager, waits until it holds the Lease, then
+// starts a standby. It returns both and the leader's identity.
+func startPair(t *testing.T, leaseID string, args ...string) (leader, standby *cluster.Manager, leaderID string) {
+	t.Helper()
+	g := NewWithT(t)
+	leader = startManager(t, saKubeconfig, args...)
+	g.Eventually(func(g Gomega) {
+		leaderID = leaseHolder(g, leaseID)
+		g.Expect(leaderID).NotTo(BeEmpty())
+	}, timeout, 100*time.Millisecond).Should(Succeed())
+	standby = startManager(t, saKubeconfig, args...)
+	// The standby is ready (caches synced) but does not take the Lease.
+	g.Consistently(func(g Gomega) { g.Expect(leaseHolder(g, leaseID)).To(Equal(leaderID)) }, 3*time.Second, 250*time.Millisecond).Should(Succeed())
+	g.Expect(standby.Logs()).NotTo(ContainSubstring("Starting workers"), "the standby started its controllers")
+	return leader, standby, leaderID
+}
+
+// parkWatcher follows every Deployment in the namespaces with a prefix and
+// reports how many have been scaled to 0.
+type parkWatcher struct {
+	mu       sync.Mutex
+	replicas map[string]int32
+	firstAt  chan struct{}
+	once     sync.Once
+}
+
+func watchParking(t *testing.T, prefix string) *parkWatcher {
+	t.Helper()
+	wc, err := client.NewWithWatch(kc.Config, client.Options{Scheme: k8s.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := wc.Watch(ctx, &appsv1.DeploymentList{})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Stop(); cancel() })
+	pw := &parkWatcher{replicas: map[string]int32{}, firstAt: make(chan struct{})}
+	go func() {
+		for ev := range w.ResultChan() {
+			d, ok := ev.Object.(*appsv1.Deployment)
+			if !ok || !strings.HasPrefix(d.Namespace, prefix) || ev.Type == watch.Deleted {
+				continue
+			}
+			pw.mu.Lock()
+			pw.replicas[d.Namespace+"/"+d.Name] = *d.Spec.Replicas
+			if *d.Spec.Replicas == 0 {
+				pw.once.Do(func() { close(pw.firstAt) })
+			}
+			pw.mu.Unlock()
+		}
+	}()
+	return pw
+}
+
+func (pw *parkWatcher) parked() int {
+	pw.mu.Lock()
+	defer pw.mu.Unlock()
+	n := 0
+	for _, r := range pw.replicas {
+		if r == 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// TestLeaderFailover SIGKILLs the leader of two managers in the middle of
+// an NSScaler park of 100 Deployments, right after a ConfigMap watched by a
+// RebootPolicy changed. The standby must take the Lease over within one
+// lease duration (plus slack), finish the park with every original replica
+// count recorded correctly, restart the RebootPolicy's target exactly once
+// for the one change, and restore every Deployment exactly when the
+// NSScaler is deleted.
+func TestLeaderFailover(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	t.Setenv("POD_NAMESPACE", systemNamespace)
+	const (
+		lease = 6 * time.Second
+		renew = 4 * time.Second
+		retry = time.Second
+		// slack covers the standby's retry tick and a loaded machine.
+		slack       = 4 * time.Second
+		namespaces  = 10
+		perNS       = 10
+		deployments = namespaces * perNS
+	)
+
+	// 100 Deployments with 1 to 3 replicas in ten namespaces.
+	sfx := suffix()
+	prefix := "fo-" + sfx + "-"
+	want := map[string]int32{}
+	for i := range namespaces {
+		ns := createNamespace(t, fmt.Sprintf("%s%02d", prefix, i))
+		for j := range perNS {
+			n := int32(1 + (i*perNS+j)%3)
+			name := fmt.Sprintf("app-%02d", j)
+			g.Expect(k8s.Create(ctx, deployment(ns, name, n))).To(Succeed())
+			want[ns+"/"+name] = n
+		}
+	}
+	// A RebootPolicy probing (every second) across the failover.
+	rbpNS := createNamespace(t, "fo-rbp-"+sfx)
+	setConfigMap(g, rbpNS, "settings", "1")
+	g.Expect(k8s.Create(ctx, deployment(rbpNS, "web", 2))).To(Succeed())
+	g.Expect(k8s.Create(ctx, watchPolicy(rbpNS, "web", "web", "settings"))).To(Succeed())
+
+	leaseID := "ops-failover-" + sfx
+	// One write in flight makes the park take long enough to be caught in
+	// the middle.
+	args := append(leaderElectionArgs(leaseID, lease, renew, retry),
+		"--controllers=nsscaler,rebootpolicy", "--nsscaler-write-concurrency=1")
+	leader, standby, leaderID := startPair(t, leaseID, args...)
+	waitBaseline(t, rbpNS, "web")
+	g.Eventually(func(g Gomega) { g.Expect(replicaSets(g, rbpNS, "web")).To(Equal(1)) }, timeout, poll).Should(Succeed())
+
+	pw := watchParking(t, prefix)
+	scaler := &scalingv1alpha1.NSScaler{
+		ObjectMeta: metav1.ObjectMeta{Name: "fo-" + sfx},
+		Spec:       scalingv1alpha1.NSScalerSpec{NamespacePrefix: prefix},
+	}
+	g.Expect(k8s.Create(ctx, scaler)).To(Succeed())
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), scaler) })
+	select {
+	case <-pw.firstAt:
+	case <-time.After(timeout):
+		t.Fatalf("no Deployment was parked within %s", timeout)
+	}
+	// The one change the RebootPolicy must act on exactly once, made while
+	// the leader is still alive; it may or may not have seen it.
+	setConfigMap(g, rbpNS, "settings", "2")
+	leader.Kill()
+	killedAt := time.Now()
+	parkedAtKill := pw.parked()
+	t.Logf("SIGKILLed the leader %s (pid %d) with %d/%d Deployments parked", leaderID, leader.Pid(), parkedAtKill, deployments)
+	g.Expect(parkedAtKill).To(BeNumerically("<", deployments), "the park finished before the kill: nothing was tested")
+
+	var newID string
+	g.Eventually(func(g Gomega) {
+		newID = leaseHolder(g, leaseID)
+		g.Expect(newID).NotTo(BeEmpty())
+		g.Expect(newID).NotTo(Equal(leaderID))
+	}, lease+slack+5*time.Second, 50*time.Millisecond).Should(Succeed())
+	takeover := time.Since(killedAt)
+	t.Logf("the standby %s took the Lease over %s after the SIGKILL (lease duration %s)", newID, takeover.Round(10*time.Millisecond), lease)
+	g.Expect(takeover).To(BeNumerically("<=", lease+slack), "takeover slower than one lease duration plus %s", slack)
+
+	// The new leader finishes the park; every original is right.
+	start := time.Now()
+	g.Eventually(func(g Gomega) {
+		var s scalingv1alpha1.NSScaler
+		g.Expect(k8s.Get(ctx, types.NamespacedName{Name: scaler.Name}, &s)).To(Succeed())
+		g.Expect(s.Status.ParkedWorkloads).To(Equal(int32(deployments)))
+		g.Expect(s.Status.Done).To(BeTrue())
+		var l appsv1.DeploymentList
+		g.Expect(k8s.List(ctx, &l)).To(Succeed())
+		seen := 0
+		for i := range l.Items {
+			d := &l.Items[i]
+			n, ok := want[d.Namespace+"/"+d.Name]
+			if !ok {
+				continue
+			}
+			seen++
+			g.Expect(*d.Spec.Replicas).To(BeZero(), "%s/%s", d.Namespace, d.Name)
+			g.Expect(originalReplicas(g, d)).To(Equal(n), "original of %s/%s", d.Namespace, d.Name)
+		}
+		g.Expect(seen).To(Equal(deployments))
+	}, timeout, poll).Should(Succeed())
+	t.Logf("the new leader finished the park %s after the takeover", time.Since(start).Round(time.Millisecond))
+
+	// Exactly one restart for the one change, across the failover.
+	g.Eventually(func(g Gomega) { expectRestarts(g, rbpNS, "web", "web", 1) }, timeout, poll).Should(Succeed())
+	stamp := ""
+	g.Eventually(func(g Gomega) { stamp = restartedAt(g, rbpNS, "web"); g.Expect(stamp).NotTo(BeEmpty()) }, timeout, poll).Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		expectRestarts(g, rbpNS, "web", "web", 1)
+		g.Expect(restartedAt(g, rbpNS, "web")).To(Equal(stamp))
+	}, 10*time.Second, 500*time.Millisecond).Should(Succeed())
+
+	// Deleting the NSScaler restores every Deployment exactly.
+	g.Expect(k8s.Delete(ctx, scaler)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		err := k8s.Get(ctx, types.NamespacedName{Name: scaler.Name}, &scalingv1alpha1.NSScaler{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "NSScaler still there: %v", err)
+		var l appsv1.DeploymentList
+		g.Expect(k8s.List(ctx, &l)).To(Succeed())
+		seen := 0
+		for _, d := range l.Items {
+			n, ok := want[d.Namespace+"/"+d.Name]
+			if !ok {
+				continue
+			}
+			seen++
+			g.Expect(*d.Spec.Replicas).To(Equal(n), "%s/%s", d.Namespace, d.Name)
+			g.Expect(d.Annotations).NotTo(HaveKey(originalAnnotation))
+		}
+		g.Expect(seen).To(Equal(deployments))
+	}, timeout, poll).Should(Succeed())
+
+	g.Expect(strings.ToLower(standby.Logs())).NotTo(ContainSubstring("forbidden"))
+	select {
+	case <-standby.Exited():
+		t.Fatalf("the new leader exited:\n%s", standby.Logs())
+	default:
+	}
+}
+
+// TestSIGTERMReleasesLease stops the leader gracefully: it gives the Lease
+// up as it exits, so the standby takes over within a retry period instead
+// of waiting out the 15 s lease duration.
+func TestSIGTERMReleasesLease(t *testing.T) {
+	g := NewWithT(t)
+	t.Setenv("POD_NAMESPACE", systemNamespace)
+	const (
+		lease = 15 * time.Second
+		retry = 2 * time.Second
+	)
+	leaseID := "ops-sigterm-" + suffix()
+	args := append(leaderElectionArgs(leaseID, lease, 10*time.Second, retry), "--controllers=all")
+	leader, standby, leaderID := startPair(t, leaseID, args...)
+
+	stopped := make(chan error, 1)
+	termAt := time.Now()
+	go func() { stopped <- leader.Stop() }()
+	var newID string
+	released := false
+	g.Eventually(func(g Gomega) {
+		newID = leaseHolder(g, leaseID)
+		if newID == "" {
+			released = true
+		}
+		g.Expect(newID).NotTo(BeEmpty())
+		g.Expect(newID).NotTo(Equal(leaderID))
+	}, lease, 50*time.Millisecond).Should(Succeed())
+	handover := time.Since(termAt)
+	var exitErr error
+	select {
+	case exitErr = <-stopped:
+	case <-time.After(time.Minute):
+		t.Fatal("the leader did not exit within a minute of SIGTERM")
+	}
+	exited := time.Since(termAt)
+	t.Logf("SIGTERM → standby %s holds the Lease after %s (empty holder seen: %v); the old leader exited after %s",
+		newID, handover.Round(10*time.Millisecond), released, exited.Round(10*time.Millisecond))
+	g.Expect(exitErr).NotTo(HaveOccurred(), "the leader's exit after SIGTERM")
+	// Far less than the lease duration: one retry period plus slack.
+	g.Expect(handover).To(BeNumerically("<", retry+3*time.Second), "handover after SIGTERM waited for the lease to expire")
+	g.Eventually(func() string { return standby.Logs() }, timeout, poll).Should(ContainSubstring("Starting workers"))
+}
