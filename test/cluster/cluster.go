@@ -71,7 +71,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		env: append(os.Environ(), "KWOK_WORKDIR="+workdir, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH")),
 	}
 	config := filepath.Join(workdir, "kwokctl.yaml")
-	if err := os.WriteFile(config, []byte(ConfigYAML(bin)), 0o600); err != nil {
+	ports, err := freePorts(6)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(config, []byte(configYAML(bin, ports)), 0o600); err != nil {
 		return nil, err
 	}
 	// --kubeconfig keeps kwokctl away from the user's ~/.kube/config.
@@ -111,9 +115,11 @@ func (c *Cluster) failStart(err error) error {
 	return fmt.Errorf("cluster %s did not start: %w%s", c.Name, err, b.String())
 }
 
-// ConfigYAML is the kwokctl configuration that points every component at the
-// binaries built from source, so kwokctl downloads nothing.
-func ConfigYAML(bin string) string {
+// configYAML is the kwokctl configuration that points every component at the
+// binaries built from source, so kwokctl downloads nothing. Ports are given
+// explicitly: kwokctl's own choice counts down from 32766 and two clusters
+// created at the same moment (parallel test packages) would collide.
+func configYAML(bin string, ports []int) string {
 	return fmt.Sprintf(`kind: KwokctlConfiguration
 apiVersion: config.kwok.x-k8s.io/v1alpha1
 options:
@@ -127,7 +133,13 @@ options:
   kubeSchedulerBinary: %[1]s/kube-scheduler
   kubectlBinary: %[1]s/kubectl
   kwokControllerBinary: %[1]s/kwok
-`, bin)
+  etcdPort: %[2]d
+  etcdPeerPort: %[3]d
+  kubeApiserverPort: %[4]d
+  kubeControllerManagerPort: %[5]d
+  kubeSchedulerPort: %[6]d
+  kwokControllerPort: %[7]d
+`, bin, ports[0], ports[1], ports[2], ports[3], ports[4], ports[5])
 }
 
 // Stop deletes the cluster and its work directory. It is safe to call twice.
