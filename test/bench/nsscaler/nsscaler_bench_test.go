@@ -119,6 +119,13 @@ func runOnce(b *testing.B) {
 	if err := os.WriteFile(kcPath, kubeconfig, 0o600); err != nil {
 		b.Fatal(err)
 	}
+	// NSSCALER_BENCH_GOMEMLIMIT runs the manager with a Go memory limit, as
+	// a container whose GOMEMLIMIT follows its memory limit would. Set after
+	// the control plane started, so only the manager inherits it.
+	if limit := os.Getenv("NSSCALER_BENCH_GOMEMLIMIT"); limit != "" {
+		b.Setenv("GOMEMLIMIT", limit)
+		b.Logf("manager runs with GOMEMLIMIT=%s", limit)
+	}
 	bin, err := cluster.BuildManager(ctx, dir)
 	if err != nil {
 		b.Fatal(err)
