@@ -34,6 +34,7 @@ help: ## Show this help.
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from the controller-gen markers.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./api/..." paths="./internal/..." output:crd:artifacts:config=config/crd/bases
+	@$(MAKE) -s --no-print-directory helm-crds
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods.
@@ -53,8 +54,8 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 
 .PHONY: verify-generated
 verify-generated: manifests generate ## Fail when generated code or manifests are stale.
-	@git diff --exit-code -- api config || { echo "Generated files are stale: run 'make manifests generate' and commit the result." >&2; exit 1; }
-	@untracked=$$(git ls-files --others --exclude-standard -- api config); \
+	@git diff --exit-code -- api config charts/runbook/crds charts/runbook/files || { echo "Generated files are stale: run 'make manifests generate' and commit the result." >&2; exit 1; }
+	@untracked=$$(git ls-files --others --exclude-standard -- api config charts/runbook/crds charts/runbook/files); \
 	  if [ -n "$$untracked" ]; then echo "Generated files not committed: $$untracked" >&2; exit 1; fi
 
 .PHONY: k8s-binaries
@@ -165,11 +166,11 @@ build-static: ## Build the static manager binary (CGO disabled, as in the image)
 ##@ Helm chart (charts/runbook)
 
 .PHONY: helm-crds
-helm-crds: ## Copy the generated CRDs and manager ClusterRole into the chart (a test fails when they drift).
+helm-crds: ## Copy the generated CRDs and manager ClusterRole into the chart (`make manifests` does it too).
 	@mkdir -p charts/runbook/crds charts/runbook/files
-	rm -f charts/runbook/crds/*.yaml
-	cp config/crd/bases/*.yaml charts/runbook/crds/
-	cp config/rbac/role.yaml charts/runbook/files/manager-role.yaml
+	@rm -f charts/runbook/crds/*.yaml
+	@cp config/crd/bases/*.yaml charts/runbook/crds/
+	@cp config/rbac/role.yaml charts/runbook/files/manager-role.yaml
 
 .PHONY: helm-lint
 helm-lint: $(HELM) ## Lint the chart.
