@@ -216,7 +216,8 @@ func BenchmarkMemcached500(b *testing.B) {
 			}
 			if runningAt == 0 {
 				var pods corev1.PodList
-				if err := cl.List(ctx, &pods, client.InNamespace("bench"), client.MatchingFields{"status.phase": "Running"}); err != nil {
+				if err := cl.List(ctx, &pods, client.InNamespace("bench"),
+					client.MatchingLabels{"app.kubernetes.io/name": "memcached"}, client.MatchingFields{"status.phase": "Running"}); err != nil {
 					b.Fatal(err)
 				}
 				if len(pods.Items) == objects {
