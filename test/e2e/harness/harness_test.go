@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/runbook-dev/runbook/test/cluster"
+	"github.com/runbook-dev/runbook/test/testenv"
 )
 
 var (
@@ -109,6 +111,10 @@ func TestManagerBinaryBecomesReadyAndStopsOnSIGTERM(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	bin, err := cluster.BuildManager(ctx, t.TempDir())
+	g.Expect(err).NotTo(HaveOccurred())
+	// The manager refuses to start without its CRDs (its informers could not
+	// sync), so install them the way a user does.
+	_, err = kc.Kubectl(ctx, "apply", "--server-side", "-f", filepath.Join(testenv.RepoRoot(), "config", "crd", "bases"))
 	g.Expect(err).NotTo(HaveOccurred())
 	ns := createNamespace(t, "harness-manager")
 	m, err := cluster.StartManager(ctx, bin, kc.Kubeconfig, "--leader-elect", "--leader-election-namespace", ns)
