@@ -109,21 +109,20 @@ const (
 
 // Condition reasons of an NSScaler.
 const (
-	ReasonReconciled         = "Reconciled"
-	ReasonSuspended          = "Suspended"
-	ReasonReconcileError     = "ReconcileError"
-	ReasonPodsRemaining      = "PodsRemaining"
-	ReasonWorkloadsPending   = "WorkloadsPending"
-	ReasonAllPodsGone        = "AllPodsGone"
-	ReasonNothingParked      = "NothingParked"
-	ReasonNamespaceConflict  = "NamespaceConflict"
-	ReasonWorkloadErrors     = "WorkloadErrors"
-	ReasonKindUnavailable    = "KindUnavailable"
-	ReasonInvalidAnnotation  = "InvalidAnnotation"
-	ReasonAsExpected         = "AsExpected"
-	ReasonRestoring          = "Restoring"
-	ReasonInvalidSelector    = "InvalidSelector"
-	ReasonProtectedNamespace = "ProtectedNamespace"
+	ReasonReconciled        = "Reconciled"
+	ReasonSuspended         = "Suspended"
+	ReasonReconcileError    = "ReconcileError"
+	ReasonPodsRemaining     = "PodsRemaining"
+	ReasonWorkloadsPending  = "WorkloadsPending"
+	ReasonAllPodsGone       = "AllPodsGone"
+	ReasonNothingParked     = "NothingParked"
+	ReasonNamespaceConflict = "NamespaceConflict"
+	ReasonWorkloadErrors    = "WorkloadErrors"
+	ReasonKindUnavailable   = "KindUnavailable"
+	ReasonInvalidAnnotation = "InvalidAnnotation"
+	ReasonAsExpected        = "AsExpected"
+	ReasonRestoring         = "Restoring"
+	ReasonInvalidSelector   = "InvalidSelector"
 )
 
 // NamespaceConflict names a namespace that another NSScaler selects too.
