@@ -59,7 +59,8 @@ func run(nodes int, applySamples, exitAfterReady bool) error {
 		fmt.Print(out)
 	}
 	say("starting the manager (all controllers)")
-	m, err := cluster.StartManager(ctx, bin, c.Kubeconfig)
+	m, err := cluster.StartManager(ctx, bin, c.Kubeconfig,
+		"--exec-probe-dir", filepath.Join(root, "hack", "demo", "probes"))
 	if err != nil {
 		return err
 	}
@@ -71,12 +72,17 @@ func run(nodes int, applySamples, exitAfterReady bool) error {
 	}()
 	say("manager ready: %s/readyz answers 200", m.HealthURL)
 	if applySamples {
-		say("applying config/samples")
-		out, err := c.Kubectl(ctx, "apply", "--server-side", "-k", filepath.Join(root, "config", "samples"))
-		if err != nil {
-			return err
+		say("applying demo workloads (proj-a, proj-b, proj-c) and config/samples")
+		for _, args := range [][]string{
+			{"-f", filepath.Join(root, "hack", "demo", "workloads.yaml")},
+			{"-k", filepath.Join(root, "config", "samples")},
+		} {
+			out, err := c.Kubectl(ctx, append([]string{"apply", "--server-side"}, args...)...)
+			if err != nil {
+				return err
+			}
+			fmt.Print(out)
 		}
-		fmt.Print(out)
 	}
 	kubectl := filepath.Join(testenv.BinDir(), "kubectl")
 	fmt.Printf(`
@@ -84,7 +90,7 @@ Runbook is running against a local cluster.
   kubeconfig: %[1]s
 Try:
   %[2]s --kubeconfig %[1]s get rebootpolicies,memcacheds,nsscalers -A
-  %[2]s --kubeconfig %[1]s get pods -A -o wide
+  %[2]s --kubeconfig %[1]s get deployments -n proj-a   # parked by the NSScaler: 0/0, original kept in an annotation
   %[2]s --kubeconfig %[1]s describe memcached -A
 Manager logs stream below. Press Ctrl-C to stop and tear everything down.
 
