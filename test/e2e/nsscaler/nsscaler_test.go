@@ -234,6 +234,17 @@ func TestParkWhitelistFlipAndDelete(t *testing.T) {
 	t.Logf("proj-a and proj-c parked, pods gone and done=true after %s", time.Since(start).Round(time.Millisecond))
 	expectRunning(g, "proj-b")
 
+	// Someone scales a parked Deployment up with kubectl: parked again, the
+	// recorded original (3) kept.
+	_, err := kc.Kubectl(ctx, "scale", "deployment/web", "-n", "proj-c", "--replicas=5")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func(g Gomega) {
+		var d appsv1.Deployment
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: "proj-c", Name: "web"}, &d)).To(Succeed())
+		g.Expect(d.Generation).To(BeNumerically(">", 2), "the manual scale has not happened yet")
+		expectParked(g, "proj-c")
+	}, timeout, poll).Should(Succeed())
+
 	// Switch the whitelist to proj-a.
 	g.Eventually(func() error {
 		var s scalingv1alpha1.NSScaler
