@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +28,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	cachev1alpha1 "github.com/runbook-dev/runbook/api/cache/v1alpha1"
 	"github.com/runbook-dev/runbook/test/cluster"
@@ -57,7 +59,7 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	c, err := cluster.Start(ctx, cluster.Options{Nodes: 3, NamePrefix: "memcached"})
+	c, err := startWorkingCluster(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the e2e cluster:", err)
 		return 1
@@ -90,6 +92,7 @@ func run(m *testing.M) int {
 	}
 	defer func() { _ = mgr.Stop() }()
 
+	logf.SetLogger(logr.Discard())
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(cachev1alpha1.AddToScheme(scheme))
@@ -99,6 +102,30 @@ func run(m *testing.M) int {
 		return 1
 	}
 	return m.Run()
+}
+
+// startWorkingCluster starts the kwok cluster and checks that its
+// kube-controller-manager runs: on an overloaded machine it can give up at
+// start-up (the apiserver is not healthy in time) and nothing restarts it,
+// so pods would never be created. The sign of a working one is the
+// "default" ServiceAccount its serviceaccount controller creates. One more
+// cluster is tried before giving up.
+func startWorkingCluster(ctx context.Context) (*cluster.Cluster, error) {
+	var lastErr error
+	for attempt := 1; attempt <= 2; attempt++ {
+		c, err := cluster.Start(ctx, cluster.Options{Nodes: 3, NamePrefix: "memcached"})
+		if err != nil {
+			return nil, err
+		}
+		_, err = c.Kubectl(ctx, "wait", "--for=create", "serviceaccount/default", "-n", "default", "--timeout=120s")
+		if err == nil {
+			return c, nil
+		}
+		lastErr = fmt.Errorf("attempt %d: kube-controller-manager of cluster %s is not working (no default ServiceAccount): %w", attempt, c.Name, err)
+		fmt.Fprintln(os.Stderr, lastErr)
+		c.Stop()
+	}
+	return nil, lastErr
 }
 
 func createNamespace(t *testing.T, prefix string) string {
