@@ -119,7 +119,7 @@ func BenchmarkMemcached500(b *testing.B) {
 	defer cancel()
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 
-	kc, err := cluster.Start(ctx, cluster.Options{Nodes: 6, NamePrefix: "mcbench"})
+	kc, err := startWorkingCluster(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -299,4 +299,26 @@ func warmUp(ctx context.Context, cl client.Client) error {
 		time.Sleep(time.Second)
 	}
 	return fmt.Errorf("a plain Deployment got no Running pod in 3m: is kube-controller-manager of the kwok cluster running?")
+}
+
+// startWorkingCluster starts the kwok cluster (6 nodes, room for 660 pods)
+// and checks that its kube-controller-manager runs (it creates the "default"
+// ServiceAccount); on an overloaded machine it can exit at start-up and
+// nothing restarts it. One more cluster is tried before giving up.
+func startWorkingCluster(ctx context.Context) (*cluster.Cluster, error) {
+	var lastErr error
+	for attempt := 1; attempt <= 2; attempt++ {
+		c, err := cluster.Start(ctx, cluster.Options{Nodes: 6, NamePrefix: "mcbench"})
+		if err != nil {
+			return nil, err
+		}
+		_, err = c.Kubectl(ctx, "wait", "--for=create", "serviceaccount/default", "-n", "default", "--timeout=120s")
+		if err == nil {
+			return c, nil
+		}
+		lastErr = fmt.Errorf("attempt %d: kube-controller-manager of cluster %s is not working: %w", attempt, c.Name, err)
+		fmt.Fprintln(os.Stderr, lastErr)
+		c.Stop()
+	}
+	return nil, lastErr
 }
