@@ -240,6 +240,21 @@ func TestHelmValues(t *testing.T) {
 			wantErr: "set execProbes.scripts",
 		},
 		{
+			name:    "misspelt controller (values.schema.json)",
+			set:     []string{"--set", "controllers.rebootpolicyy.enabled=true"},
+			wantErr: "additional properties 'rebootpolicyy' not allowed",
+		},
+		{
+			name:    "replicas not a number (values.schema.json)",
+			set:     []string{"--set-string", "replicaCount=two"},
+			wantErr: "want integer",
+		},
+		{
+			name:    "script name not a ConfigMap key (values.schema.json)",
+			set:     []string{"--set", "execProbes.enabled=true", "--set-string", "execProbes.scripts.a/b=exit 0"},
+			wantErr: "does not match pattern",
+		},
+		{
 			name:    "exec probes without RebootPolicy",
 			set:     []string{"--set", "execProbes.enabled=true", "--set", "execProbes.existingConfigMap=x", "--set", "controllers.rebootpolicy.enabled=false"},
 			wantErr: "needs controllers.rebootpolicy.enabled",
