@@ -222,8 +222,8 @@ func TestKustomizeOptionalParts(t *testing.T) {
 
 	t.Run("exec probe scripts are mounted from ConfigMap runbook-exec-probes", func(t *testing.T) {
 		cm := convert[corev1.ConfigMap](t, objs.named(t, "ConfigMap", "runbook-exec-probes"))
-		if cm.Namespace != systemNamespace || cm.Data["example.sh"] == "" {
-			t.Errorf("ConfigMap %s/%s data keys %v, want example.sh in %s", cm.Namespace, cm.Name, keys(cm.Data), systemNamespace)
+		if cm.Namespace != systemNamespace || cm.Data["check-license.sh"] == "" {
+			t.Errorf("ConfigMap %s/%s data keys %v, want check-license.sh in %s", cm.Namespace, cm.Name, keys(cm.Data), systemNamespace)
 		}
 		c := dep.Spec.Template.Spec.Containers[0]
 		if !slices.Contains(c.Args, "--exec-probe-dir=/etc/runbook/probes") {
