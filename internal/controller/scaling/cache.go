@@ -7,9 +7,9 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
-	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,43 +22,16 @@ import (
 // never start from these trimmed copies: they are JSON merge patches of two
 // fields.
 func newWorkloadCache(mgr ctrl.Manager) (cache.Cache, error) {
-	strip := cache.TransformStripManagedFields()
 	c, err := cache.New(protobufConfig(mgr), cache.Options{
 		HTTPClient:       mgr.GetHTTPClient(),
 		Scheme:           mgr.GetScheme(),
 		Mapper:           mgr.GetRESTMapper(),
-		DefaultTransform: strip,
+		DefaultTransform: trimObject,
 		ByObject: map[client.Object]cache.ByObject{
-			&appsv1.Deployment{}: {Transform: chain(strip, func(o any) (any, error) {
-				if d, ok := o.(*appsv1.Deployment); ok {
-					d.Spec.Template = corev1.PodTemplateSpec{}
-					d.Status = appsv1.DeploymentStatus{}
-				}
-				return o, nil
-			})},
-			&appsv1.StatefulSet{}: {Transform: chain(strip, func(o any) (any, error) {
-				if s, ok := o.(*appsv1.StatefulSet); ok {
-					s.Spec.Template = corev1.PodTemplateSpec{}
-					s.Spec.VolumeClaimTemplates = nil
-					s.Status = appsv1.StatefulSetStatus{}
-				}
-				return o, nil
-			})},
-			&batchv1.CronJob{}: {Transform: chain(strip, func(o any) (any, error) {
-				if cj, ok := o.(*batchv1.CronJob); ok {
-					cj.Spec.JobTemplate = batchv1.JobTemplateSpec{}
-					cj.Status = batchv1.CronJobStatus{}
-				}
-				return o, nil
-			})},
-			&corev1.Namespace{}: {Transform: chain(strip, func(o any) (any, error) {
-				if ns, ok := o.(*corev1.Namespace); ok {
-					ns.Annotations = nil
-					ns.Spec = corev1.NamespaceSpec{}
-					ns.Status = corev1.NamespaceStatus{}
-				}
-				return o, nil
-			})},
+			&appsv1.Deployment{}:  {Transform: trimObject},
+			&appsv1.StatefulSet{}: {Transform: trimObject},
+			&batchv1.CronJob{}:    {Transform: trimObject},
+			&corev1.Namespace{}:   {Transform: trimObject},
 		},
 	})
 	if err != nil {
@@ -97,16 +70,56 @@ type managedCache struct{ cache.Cache }
 
 func (m managedCache) GetCache() cache.Cache { return m.Cache }
 
-func chain(fs ...toolscache.TransformFunc) toolscache.TransformFunc {
-	return func(o any) (any, error) {
-		var err error
-		for _, f := range fs {
-			if o, err = f(o); err != nil {
-				return nil, err
-			}
-		}
-		return o, nil
+// trimObject is the cache transform: it keeps of each object only what the
+// controller reads. Workloads keep their replicas or suspend flag, owner
+// references and the original annotation (not, e.g., a kubectl
+// last-applied-configuration, which copies the whole object); namespaces keep
+// their labels; pods (metadata only) keep their identity.
+func trimObject(o any) (any, error) {
+	if m, ok := o.(metav1.Object); ok {
+		m.SetManagedFields(nil)
 	}
+	switch obj := o.(type) {
+	case *appsv1.Deployment:
+		keepOnlyOriginal(obj)
+		obj.Labels = nil
+		obj.Spec = appsv1.DeploymentSpec{Replicas: obj.Spec.Replicas}
+		obj.Status = appsv1.DeploymentStatus{}
+	case *appsv1.StatefulSet:
+		keepOnlyOriginal(obj)
+		obj.Labels = nil
+		obj.Spec = appsv1.StatefulSetSpec{Replicas: obj.Spec.Replicas}
+		obj.Status = appsv1.StatefulSetStatus{}
+	case *batchv1.CronJob:
+		keepOnlyOriginal(obj)
+		obj.Labels = nil
+		obj.Spec = batchv1.CronJobSpec{Suspend: obj.Spec.Suspend}
+		obj.Status = batchv1.CronJobStatus{}
+	case *corev1.Namespace:
+		obj.Annotations = nil
+		obj.Spec = corev1.NamespaceSpec{}
+		obj.Status = corev1.NamespaceStatus{}
+	case *metav1.PartialObjectMetadata:
+		obj.Labels = nil
+		obj.Annotations = nil
+		obj.OwnerReferences = nil
+		obj.Finalizers = nil
+	case *unstructured.Unstructured:
+		// Custom resources keep their spec: the replica path is only known
+		// per kind.
+		keepOnlyOriginal(obj)
+	}
+	return o, nil
+}
+
+// keepOnlyOriginal drops every annotation but the controller's own.
+func keepOnlyOriginal(m metav1.Object) {
+	v, ok := m.GetAnnotations()[AnnotationOriginal]
+	if !ok {
+		m.SetAnnotations(nil)
+		return
+	}
+	m.SetAnnotations(map[string]string{AnnotationOriginal: v})
 }
 
 // podMetadata is the object the pod watch and list use: metadata only.

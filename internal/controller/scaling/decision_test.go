@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 )
 
-func ptr[T any](v T) *T { return &v }
+func pointer[T any](v T) *T { return &v }
 
 func TestDecide(t *testing.T) {
 	plan := Plan{
@@ -33,36 +33,36 @@ func TestDecide(t *testing.T) {
 		wantErr   bool
 	}{
 		{name: "running target is parked and its count recorded", w: deploy("parked", 3, ""), kinds: defaults,
-			action: ActionPark, record: ptr(int32(3)), target: true},
+			action: ActionPark, record: pointer(int32(3)), target: true},
 		{name: "target at zero is still recorded (restores to zero)", w: deploy("parked", 0, ""), kinds: defaults,
-			action: ActionPark, record: ptr(int32(0)), target: true},
+			action: ActionPark, record: pointer(int32(0)), target: true},
 		{name: "parked target is left alone", w: deploy("parked", 0, mine(3)), kinds: defaults, action: ActionNone, target: true},
 		{name: "manual scale-up is re-parked and the original kept", w: deploy("parked", 5, mine(3)), kinds: defaults,
 			action: ActionPark, target: true},
 		{name: "whitelisted namespace is restored to the recorded count", w: deploy("active", 0, mine(3)), kinds: defaults,
-			action: ActionRestore, restoreTo: ptr(int32(3))},
+			action: ActionRestore, restoreTo: pointer(int32(3))},
 		{name: "restore to the recorded count even after a manual change", w: deploy("active", 7, mine(3)), kinds: defaults,
-			action: ActionRestore, restoreTo: ptr(int32(3))},
+			action: ActionRestore, restoreTo: pointer(int32(3))},
 		{name: "restore of a recorded zero", w: deploy("active", 0, mine(0)), kinds: defaults,
-			action: ActionRestore, restoreTo: ptr(int32(0))},
+			action: ActionRestore, restoreTo: pointer(int32(0))},
 		{name: "unannotated workload in an active namespace is left alone", w: deploy("active", 2, ""), kinds: defaults},
 		{name: "kind removed from the spec is restored", w: Workload{Kind: kindCronJob, Namespace: "parked", Suspend: true,
 			Annotation: SuspendOriginal(false, "me").Encode(), HasAnnotation: true}, kinds: defaults,
-			action: ActionRestore, suspendTo: ptr(false)},
+			action: ActionRestore, suspendTo: pointer(false)},
 		{name: "cronjob is suspended and its flag recorded", w: Workload{Kind: kindCronJob, Namespace: "parked"}, kinds: withCron,
 			action: ActionPark, target: true},
 		{name: "cronjob not in kinds is left alone", w: Workload{Kind: kindCronJob, Namespace: "parked"}, kinds: defaults},
 		{name: "controlled workload is not a target", w: Workload{Kind: kindDeployment, Namespace: "parked", Replicas: 2, Controlled: true},
 			kinds: defaults},
 		{name: "workload that became controlled is restored", w: Workload{Kind: kindDeployment, Namespace: "parked", Controlled: true,
-			Annotation: mine(2), HasAnnotation: true}, kinds: defaults, action: ActionRestore, restoreTo: ptr(int32(2))},
+			Annotation: mine(2), HasAnnotation: true}, kinds: defaults, action: ActionRestore, restoreTo: pointer(int32(2))},
 		{name: "namespace that stopped matching: mine is restored", w: deploy("elsewhere", 0, mine(4)), kinds: defaults,
-			action: ActionRestore, restoreTo: ptr(int32(4))},
+			action: ActionRestore, restoreTo: pointer(int32(4))},
 		{name: "namespace that stopped matching: another's is left alone", w: deploy("elsewhere", 0, ReplicasOriginal(4, "other").Encode()),
 			kinds: defaults},
 		{name: "foreign namespace: even mine is left to the owner", w: deploy("foreign", 0, mine(4)), kinds: defaults},
 		{name: "owned namespace adopts another's annotation", w: deploy("active", 0, ReplicasOriginal(6, "gone").Encode()), kinds: defaults,
-			action: ActionRestore, restoreTo: ptr(int32(6))},
+			action: ActionRestore, restoreTo: pointer(int32(6))},
 		{name: "owned parked namespace keeps another's original", w: deploy("parked", 2, ReplicasOriginal(6, "gone").Encode()), kinds: defaults,
 			action: ActionPark, target: true},
 		{name: "annotation of an unknown version is an error", w: deploy("parked", 2, `{"v":9,"replicas":1,"by":"me"}`), kinds: defaults, wantErr: true},
