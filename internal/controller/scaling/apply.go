@@ -2,7 +2,6 @@ package scaling
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -232,7 +231,7 @@ func (r *Reconciler) emitNamespaceEvents(scaler *scalingv1alpha1.NSScaler, talli
 		}
 		if t.failed > 0 {
 			r.Recorder.Eventf(scaler, related, corev1.EventTypeWarning, "WorkloadsFailed", "Reconcile",
-				"%d workloads in namespace %s failed: %v", t.failed, ns, errors.Unwrap(t.firstErr))
+				"%d workloads in namespace %s failed, first: %v", t.failed, ns, t.firstErr)
 		}
 	}
 }
