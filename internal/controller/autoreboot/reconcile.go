@@ -281,6 +281,10 @@ func minRestartInterval(rbp *autorebootv1alpha1.RebootPolicy) time.Duration {
 // SetupWithManager registers the controller: RebootPolicies, their
 // targets (to notice finished rollouts) and the workers' transitions.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &autorebootv1alpha1.RebootPolicy{}, targetIndex,
+		func(o client.Object) []string { return targetIndexValue(o.(*autorebootv1alpha1.RebootPolicy)) }); err != nil {
+		return fmt.Errorf("indexing rebootpolicies by target: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("rebootpolicy").
 		For(&autorebootv1alpha1.RebootPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).

@@ -140,28 +140,39 @@ func inspectTarget(obj client.Object) targetInfo {
 	return ti
 }
 
+// targetIndex indexes RebootPolicies by "<kind>/<name>" of their target, or
+// "<kind>/*" for selector targets, so a workload event looks up only the
+// policies that may target it instead of every policy in the namespace.
+const targetIndex = "autoreboot.runbook.dev/target"
+
+func targetIndexValue(rbp *autorebootv1alpha1.RebootPolicy) []string {
+	t := rbp.Spec.Target
+	if t.Name != "" {
+		return []string{string(t.Kind) + "/" + t.Name}
+	}
+	return []string{string(t.Kind) + "/*"}
+}
+
 // policiesForTarget maps a workload event to the RebootPolicies in its
 // namespace that target it.
 func (r *Reconciler) policiesForTarget(kind autorebootv1alpha1.TargetKind) func(context.Context, client.Object) []reconcile.Request {
 	return func(ctx context.Context, obj client.Object) []reconcile.Request {
-		var l autorebootv1alpha1.RebootPolicyList
-		if err := r.Client.List(ctx, &l, client.InNamespace(obj.GetNamespace())); err != nil {
-			return nil
-		}
 		var out []reconcile.Request
-		for i := range l.Items {
-			t := l.Items[i].Spec.Target
-			if t.Kind != kind {
-				continue
+		var byName autorebootv1alpha1.RebootPolicyList
+		if err := r.Client.List(ctx, &byName, client.InNamespace(obj.GetNamespace()),
+			client.MatchingFields{targetIndex: string(kind) + "/" + obj.GetName()}); err == nil {
+			for i := range byName.Items {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&byName.Items[i])})
 			}
-			match := t.Name == obj.GetName()
-			if t.Name == "" && t.Selector != nil {
-				if sel, err := metav1.LabelSelectorAsSelector(t.Selector); err == nil {
-					match = sel.Matches(labels.Set(obj.GetLabels()))
+		}
+		var bySelector autorebootv1alpha1.RebootPolicyList
+		if err := r.Client.List(ctx, &bySelector, client.InNamespace(obj.GetNamespace()),
+			client.MatchingFields{targetIndex: string(kind) + "/*"}); err == nil {
+			for i := range bySelector.Items {
+				sel, err := metav1.LabelSelectorAsSelector(bySelector.Items[i].Spec.Target.Selector)
+				if err == nil && sel.Matches(labels.Set(obj.GetLabels())) {
+					out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&bySelector.Items[i])})
 				}
-			}
-			if match {
-				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&l.Items[i])})
 			}
 		}
 		return out

@@ -258,9 +258,11 @@ func runBench(b *testing.B) {
 				}
 			}
 		}
-		// On a loaded machine a few 1s probes time out (and restart their
-		// target): settle at 99% healthy rather than wait for all.
-		if reported == policies && ready >= policies*99/100 {
+		// On a loaded machine some 1s probes time out (and restart their
+		// target): settle once every policy reported and 90% are healthy;
+		// the flapping shows up in the idle-writes figure.
+		if reported == policies && ready >= policies*90/100 {
+			b.Logf("settled: %d/%d healthy", ready, policies)
 			break
 		}
 		if time.Since(settleStart) > 10*time.Minute {

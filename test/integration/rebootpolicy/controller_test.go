@@ -486,3 +486,33 @@ func TestProblemsBecomeConditions(t *testing.T) {
 	g.Expect(workerKeysOf(ns, "exec")).To(BeEmpty())
 	g.Expect(slices.ContainsFunc(workers.Keys(), func(k string) bool { return strings.HasPrefix(k, ns+"/exec/") })).To(BeFalse())
 }
+
+func TestSelectorRestartsEveryMatchingWorkload(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := createNamespace(t, "selector")
+	for _, name := range []string{"a", "b", "other"} {
+		dep := newDeployment(ns, name)
+		if name == "other" {
+			dep.Labels = map[string]string{"tier": "back"}
+		}
+		g.Expect(k8s.Create(ctx, dep)).To(Succeed())
+		markRolledOut(t, dep)
+	}
+	changeConfigMap(t, ns, "settings", "v1")
+	g.Expect(createRBP(t, newRBP(ns, "rbp", autorebootv1alpha1.TargetRef{Kind: autorebootv1alpha1.KindDeployment,
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "front"}}}, watchPolicy("settings")))).To(Succeed())
+	waitBaseline(t, ns, "rbp")
+	changeConfigMap(t, ns, "settings", "v2")
+	for _, name := range []string{"a", "b"} {
+		dep := &appsv1.Deployment{}
+		g.Eventually(func() string {
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, dep)).To(Succeed())
+			return restartedAt(dep)
+		}, timeout, interval).ShouldNot(BeEmpty(), name)
+	}
+	g.Eventually(func() int64 { return getRBP(t, ns, "rbp").Status.RestartCount }, timeout, interval).Should(Equal(int64(2)))
+	other := &appsv1.Deployment{}
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "other"}, other)).To(Succeed())
+	g.Expect(restartedAt(other)).To(BeEmpty(), "a workload outside the selector was restarted")
+}
