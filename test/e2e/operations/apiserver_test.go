@@ -50,7 +50,9 @@ func TestAPIServerRestart(t *testing.T) {
 	}
 
 	start := time.Now()
-	g.Eventually(func() error { return k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "before"}, &cachev1alpha1.Memcached{}) }, timeout, poll).Should(Succeed())
+	g.Eventually(func() error {
+		return k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "before"}, &cachev1alpha1.Memcached{})
+	}, timeout, poll).Should(Succeed())
 	createMemcached(g, ns, "after", 3)
 	var mc cachev1alpha1.Memcached
 	g.Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "before"}, &mc)).To(Succeed())
