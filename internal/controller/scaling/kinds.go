@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -86,6 +87,7 @@ func baseWorkload(k KindKey, obj client.Object) Workload {
 // CronJobs (spec.suspend) with one JSON merge patch per write.
 type builtinHandler struct {
 	kind      KindKey
+	gvk       schema.GroupVersionKind
 	cache     client.Reader
 	apiReader client.Reader
 	writer    client.Writer
@@ -132,14 +134,20 @@ func (h *builtinHandler) specFor(replicas *int32, suspend *bool) map[string]any 
 	return map[string]any{"replicas": *replicas}
 }
 
-func (h *builtinHandler) patch(ctx context.Context, w Workload, body []byte) (Workload, error) {
-	obj := h.newObj()
+// patch sends the merge patch and asks only for the metadata back (the
+// apiserver then sends a small PartialObjectMetadata instead of the whole
+// object); the spec field is the one just written.
+func (h *builtinHandler) patch(ctx context.Context, w Workload, body []byte, replicas int32, suspend bool) (Workload, error) {
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(h.gvk)
 	obj.SetNamespace(w.Namespace)
 	obj.SetName(w.Name)
 	if err := h.writer.Patch(ctx, obj, client.RawPatch(types.MergePatchType, body), client.FieldOwner(FieldManager)); err != nil {
 		return Workload{}, err
 	}
-	return h.toWorkload(obj), nil
+	written := baseWorkload(h.kind, obj)
+	written.Replicas, written.Suspend = replicas, suspend
+	return written, nil
 }
 
 func (h *builtinHandler) park(ctx context.Context, w Workload, record *Original) (Workload, error) {
@@ -149,16 +157,17 @@ func (h *builtinHandler) park(ctx context.Context, w Workload, record *Original)
 		ann = &s
 	}
 	zero, suspended := int32(0), true
-	return h.patch(ctx, w, mergePatch(w.ResourceVersion, ann, false, h.specFor(&zero, &suspended)))
+	return h.patch(ctx, w, mergePatch(w.ResourceVersion, ann, false, h.specFor(&zero, &suspended)), zero, suspended)
 }
 
 func (h *builtinHandler) restore(ctx context.Context, w Workload, orig Original) (Workload, error) {
-	return h.patch(ctx, w, mergePatch(w.ResourceVersion, nil, true, h.specFor(orig.Replicas, orig.Suspend)))
+	return h.patch(ctx, w, mergePatch(w.ResourceVersion, nil, true, h.specFor(orig.Replicas, orig.Suspend)),
+		ptr.Deref(orig.Replicas, 0), ptr.Deref(orig.Suspend, false))
 }
 
 func newDeploymentHandler(cache, apiReader client.Reader, writer client.Writer) *builtinHandler {
 	return &builtinHandler{
-		kind: kindDeployment, cache: cache, apiReader: apiReader, writer: writer,
+		kind: kindDeployment, gvk: appsv1.SchemeGroupVersion.WithKind("Deployment"), cache: cache, apiReader: apiReader, writer: writer,
 		newObj:  func() client.Object { return &appsv1.Deployment{} },
 		newList: func() client.ObjectList { return &appsv1.DeploymentList{} },
 		each: func(l client.ObjectList, f func(client.Object)) {
@@ -174,7 +183,7 @@ func newDeploymentHandler(cache, apiReader client.Reader, writer client.Writer) 
 
 func newStatefulSetHandler(cache, apiReader client.Reader, writer client.Writer) *builtinHandler {
 	return &builtinHandler{
-		kind: kindStatefulSet, cache: cache, apiReader: apiReader, writer: writer,
+		kind: kindStatefulSet, gvk: appsv1.SchemeGroupVersion.WithKind("StatefulSet"), cache: cache, apiReader: apiReader, writer: writer,
 		newObj:  func() client.Object { return &appsv1.StatefulSet{} },
 		newList: func() client.ObjectList { return &appsv1.StatefulSetList{} },
 		each: func(l client.ObjectList, f func(client.Object)) {
@@ -190,7 +199,7 @@ func newStatefulSetHandler(cache, apiReader client.Reader, writer client.Writer)
 
 func newCronJobHandler(cache, apiReader client.Reader, writer client.Writer) *builtinHandler {
 	return &builtinHandler{
-		kind: kindCronJob, cache: cache, apiReader: apiReader, writer: writer,
+		kind: kindCronJob, gvk: batchv1.SchemeGroupVersion.WithKind("CronJob"), cache: cache, apiReader: apiReader, writer: writer,
 		newObj:  func() client.Object { return &batchv1.CronJob{} },
 		newList: func() client.ObjectList { return &batchv1.CronJobList{} },
 		each: func(l client.ObjectList, f func(client.Object)) {

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -30,6 +31,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
 	"github.com/runbook-dev/runbook/test/cluster"
@@ -54,6 +57,7 @@ func BenchmarkParkRestore500x10(b *testing.B) {
 
 func runOnce(b *testing.B) {
 	ctx := context.Background()
+	ctrllog.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(scalingv1alpha1.AddToScheme(scheme))
