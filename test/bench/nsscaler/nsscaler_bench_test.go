@@ -94,17 +94,18 @@ func runOnce(b *testing.B) {
 	b.Logf("created %d namespaces and %d Deployments in %s", namespaces, workloads, time.Since(start).Round(time.Millisecond))
 
 	// Raw limit: a bare client, same concurrency, the same one-patch-per-object
-	// writes the controller makes (annotation + replicas), park then restore.
+	// writes the controller makes (annotation + replicas, metadata-only
+	// response), park then restore.
 	rawPark := timed(func() error {
 		return parallel(keys, func(k client.ObjectKey) error {
 			body := fmt.Sprintf(`{"metadata":{"annotations":{"scaling.runbook.dev/original":"{\"v\":1,\"replicas\":%d,\"by\":\"raw\"}"}},"spec":{"replicas":0}}`, replicasFor(k))
-			return c.Patch(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name}}, client.RawPatch(types.MergePatchType, []byte(body)))
+			return c.Patch(ctx, deploymentMeta(k), client.RawPatch(types.MergePatchType, []byte(body)))
 		})
 	}, b)
 	rawRestore := timed(func() error {
 		return parallel(keys, func(k client.ObjectKey) error {
 			body := fmt.Sprintf(`{"metadata":{"annotations":{"scaling.runbook.dev/original":null}},"spec":{"replicas":%d}}`, replicasFor(k))
-			return c.Patch(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name}}, client.RawPatch(types.MergePatchType, []byte(body)))
+			return c.Patch(ctx, deploymentMeta(k), client.RawPatch(types.MergePatchType, []byte(body)))
 		})
 	}, b)
 	b.Logf("raw limit: park %s, restore %s (%d patches each, %d in flight)", rawPark, rawRestore, workloads, concurrency)
@@ -357,4 +358,12 @@ func memory(b *testing.B, pid int) (rss, hwm float64) {
 		}
 	}
 	return rss, hwm
+}
+
+// deploymentMeta names a Deployment for a patch whose response is metadata
+// only, as the controller's patches are.
+func deploymentMeta(k client.ObjectKey) *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name}}
+	m.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
+	return m
 }
