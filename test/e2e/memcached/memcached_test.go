@@ -128,9 +128,15 @@ func startWorkingCluster(ctx context.Context) (*cluster.Cluster, error) {
 	return nil, lastErr
 }
 
+// createNamespace creates a namespace that enforces the restricted Pod
+// Security Standard: the apiserver's PodSecurity admission rejects any pod of
+// the cache that is not restricted-compliant, so the tests prove it.
 func createNamespace(t *testing.T, prefix string) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-", Labels: map[string]string{
+		"pod-security.kubernetes.io/enforce": "restricted",
+		"pod-security.kubernetes.io/warn":    "restricted",
+	}}}
 	if err := cl.Create(context.Background(), ns); err != nil {
 		t.Fatal(err)
 	}
@@ -187,8 +193,16 @@ func TestSampleLifecycle(t *testing.T) {
 	const name = "memcached-sample"
 	key := types.NamespacedName{Namespace: ns, Name: name}
 
+	// Positive control: the namespace really enforces the restricted
+	// profile, so the cache's pods running below proves they comply.
+	plain := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "plain"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+	err := cl.Create(ctx, plain)
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "a non-restricted pod must be rejected, got %v", err)
+	g.Expect(err.Error()).To(ContainSubstring("violates PodSecurity"))
+
 	// The sample (size 3) from config/samples, with the real kubectl.
-	_, err := kc.Kubectl(ctx, "-n", ns, "apply", "-f", filepath.Join(testenv.RepoRoot(), "config", "samples", "cache_v1alpha1_memcached.yaml"))
+	_, err = kc.Kubectl(ctx, "-n", ns, "apply", "-f", filepath.Join(testenv.RepoRoot(), "config", "samples", "cache_v1alpha1_memcached.yaml"))
 	g.Expect(err).NotTo(HaveOccurred())
 	mc := expectSettled(t, ns, name, 3)
 	g.Expect(mc.Status.ServiceName).To(Equal(name))
