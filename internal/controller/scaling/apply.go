@@ -50,7 +50,9 @@ func (r *Reconciler) reconcileWorkloads(ctx context.Context, scaler *scalingv1al
 	for _, h := range handlers {
 		ws, err := h.list(ctx)
 		if err != nil {
-			return err
+			// One kind that cannot be listed does not stop the others.
+			obs.kindUnhandled(h.key(), err)
+			continue
 		}
 		seen := make(map[types.UID]struct{}, len(ws))
 		for _, cached := range ws {
@@ -103,6 +105,11 @@ func (r *Reconciler) reconcileWorkloads(ctx context.Context, scaler *scalingv1al
 		}
 	}
 	r.emitNamespaceEvents(scaler, tallies)
+	for _, k := range obs.carried {
+		if k.Group != "" {
+			parkedKinds.Insert(k)
+		}
+	}
 	for k := range parkedKinds {
 		obs.parkedKinds = append(obs.parkedKinds, scalingv1alpha1.WorkloadKind{Group: k.Group, Kind: k.Kind})
 	}

@@ -36,10 +36,13 @@ type observation struct {
 	parkedKinds     []scalingv1alpha1.WorkloadKind
 	kindErrs        []error
 	// unrestorable counts kind errors that may hide parked objects (the kind
-	// exists but cannot be handled): deletion waits for them.
-	unrestorable int
-	workloadErrs []error
-	invalid      []error
+	// exists but cannot be handled): deletion waits for them, and such kinds
+	// stay in status.parkedKinds (carried) so they are retried.
+	unrestorable     int
+	carried          []KindKey
+	previouslyParked sets.Set[KindKey]
+	workloadErrs     []error
+	invalid          []error
 }
 
 // Reconcile parks the targets of one NSScaler, restores what no longer
@@ -114,6 +117,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{}, nil
 }
 
+// kindUnhandled records a kind that could not be handled this time. When
+// this NSScaler had parked objects of it and the kind still exists, they may
+// still need a restore: the kind stays in status.parkedKinds and deletion
+// waits. A kind that is no longer served has no objects left.
+func (o *observation) kindUnhandled(k KindKey, err error) {
+	o.kindErrs = append(o.kindErrs, err)
+	if k.Group == "" || (o.previouslyParked.Has(k) && !meta.IsNoMatchError(err)) {
+		o.unrestorable++
+		o.carried = append(o.carried, k)
+	}
+}
+
 type invalidSelectorError struct{ err error }
 
 func (e *invalidSelectorError) Error() string { return e.err.Error() }
@@ -163,19 +178,17 @@ func (r *Reconciler) handlers(ctx context.Context, scaler *scalingv1alpha1.NSSca
 			custom.Insert(kindKeyOf(k))
 		}
 	}
+	obs.previouslyParked = sets.New[KindKey]()
 	for _, k := range scaler.Status.ParkedKinds {
 		custom.Insert(kindKeyOf(k))
+		obs.previouslyParked.Insert(kindKeyOf(k))
 	}
 	keys := custom.UnsortedList()
 	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
 	for _, k := range keys {
 		h, err := r.customHandler(ctx, k)
 		if err != nil {
-			obs.kindErrs = append(obs.kindErrs, err)
-			// A kind that is not served has no objects left to restore.
-			if !meta.IsNoMatchError(err) {
-				obs.unrestorable++
-			}
+			obs.kindUnhandled(k, err)
 			continue
 		}
 		hs = append(hs, h)

@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
@@ -78,5 +79,32 @@ func TestComputeStatusKeepsTransitionTimeWhenUnchanged(t *testing.T) {
 		if c.LastTransitionTime.Unix() != 1000 {
 			t.Errorf("%s transition time moved to %v without a change", c.Type, c.LastTransitionTime)
 		}
+	}
+}
+
+func TestKindUnhandledBlocksOnlyWhatMayHideParkedObjects(t *testing.T) {
+	widget := KindKey{Group: "test.runbook.dev", Kind: "Widget"}
+	noMatch := &meta.NoKindMatchError{GroupKind: schema.GroupKind{Group: widget.Group, Kind: widget.Kind}}
+	tests := []struct {
+		name             string
+		previouslyParked bool
+		err              error
+		blocks           bool
+	}{
+		{"never parked, no scale subresource", false, errors.New("no scale subresource"), false},
+		{"parked before, CRD gone", true, noMatch, false},
+		{"parked before, cannot be read", true, errors.New("forbidden"), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := &observation{previouslyParked: sets.New[KindKey]()}
+			if tt.previouslyParked {
+				o.previouslyParked.Insert(widget)
+			}
+			o.kindUnhandled(widget, tt.err)
+			if len(o.kindErrs) != 1 || (o.unrestorable == 1) != tt.blocks || (len(o.carried) == 1) != tt.blocks {
+				t.Fatalf("observation %+v, want blocks=%v", o, tt.blocks)
+			}
+		})
 	}
 }
