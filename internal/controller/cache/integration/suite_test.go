@@ -18,6 +18,7 @@ import (
 
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -30,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
 
 	cachev1alpha1 "github.com/runbook-dev/runbook/api/cache/v1alpha1"
 	cachecontroller "github.com/runbook-dev/runbook/internal/controller/cache"
@@ -38,9 +40,11 @@ import (
 
 // suite is what TestMain started, shared read-only by the tests.
 type suite struct {
-	client     client.Client
-	reconciler *cachecontroller.Reconciler
-	writes     *writeCounter
+	client client.Client
+	// managerClient acts as the manager's identity (no cache).
+	managerClient client.Client
+	reconciler    *cachecontroller.Reconciler
+	writes        *writeCounter
 }
 
 var env suite
@@ -115,8 +119,15 @@ func run(m *testing.M) int {
 	}
 	defer func() { _ = te.Stop() }()
 
+	// The manager runs as a user holding only the generated ClusterRole
+	// (config/rbac/role.yaml), so every test also proves the RBAC markers.
+	if err := bindManagerRole(te.Client); err != nil {
+		fmt.Fprintln(os.Stderr, "RBAC:", err)
+		return 1
+	}
 	writes := &writeCounter{}
 	mgrCfg := rest.CopyConfig(te.Config)
+	mgrCfg.Impersonate = rest.ImpersonationConfig{UserName: managerUser}
 	mgrCfg.Wrap(writes.wrap)
 	mgr, err := ctrl.NewManager(mgrCfg, ctrl.Options{
 		Scheme:                 scheme,
@@ -146,7 +157,12 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "cache did not sync")
 		return 1
 	}
-	env = suite{client: te.Client, reconciler: r, writes: writes}
+	managerClient, err := client.New(mgrCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	env = suite{client: te.Client, managerClient: managerClient, reconciler: r, writes: writes}
 	return m.Run()
 }
 
@@ -184,6 +200,31 @@ func startEnv(scheme *runtime.Scheme) (*testenv.Env, error) {
 		return nil, fmt.Errorf("building client: %w", err)
 	}
 	return &testenv.Env{Environment: e, Config: cfg, Client: c}, nil
+}
+
+// managerUser is the identity the in-process manager impersonates.
+const managerUser = "runbook-memcached-test-manager"
+
+// bindManagerRole installs the generated manager ClusterRole and binds it to
+// managerUser.
+func bindManagerRole(c client.Client) error {
+	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "rbac", "role.yaml"))
+	if err != nil {
+		return err
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := yaml.Unmarshal(raw, role); err != nil {
+		return fmt.Errorf("parsing config/rbac/role.yaml: %w", err)
+	}
+	ctx := context.Background()
+	if err := c.Create(ctx, role); err != nil {
+		return err
+	}
+	return c.Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: managerUser},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: managerUser}},
+	})
 }
 
 // newNamespace creates a namespace for one test and deletes it afterwards.
