@@ -43,12 +43,27 @@ type Cluster struct {
 
 var binaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok", "kwokctl"}
 
-// Start creates the cluster and waits until its nodes are Ready. The caller
-// must call Stop (also on failure paths) to tear every process down.
+// Start creates the cluster and waits until its nodes are Ready and its
+// controller-manager works. The caller must call Stop (also on failure paths)
+// to tear every process down.
+//
+// On two busy cores kube-controller-manager sometimes exits at start-up
+// because the apiserver was not healthy in time, and kwokctl does not restart
+// it: such a cluster schedules nothing. That start-up failure of the test
+// infrastructure (not of the code under test) is retried once, loudly.
 func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := testenv.RequireBinaries(binaries...); err != nil {
 		return nil, err
 	}
+	c, err := start(ctx, opts)
+	if err != nil && ctx.Err() == nil {
+		fmt.Fprintf(os.Stderr, "cluster: first start failed, trying once more: %v\n", err)
+		c, err = start(ctx, opts)
+	}
+	return c, err
+}
+
+func start(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.Nodes == 0 {
 		opts.Nodes = 3
 	}
@@ -93,6 +108,12 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	c.Config.QPS, c.Config.Burst = 500, 1000
 	if _, err := c.Kubectl(ctx, "wait", "--for=condition=Ready", "node", "--all", "--timeout=180s"); err != nil {
+		return nil, c.failStart(err)
+	}
+	// The "default" ServiceAccount is created by the controller-manager's
+	// serviceaccount controller: its presence proves the controller-manager
+	// runs (and pods can be admitted, which needs that account).
+	if _, err := c.Kubectl(ctx, "wait", "--for=create", "serviceaccount/default", "-n", "default", "--timeout=120s"); err != nil {
 		return nil, c.failStart(err)
 	}
 	return c, nil
