@@ -75,6 +75,9 @@ func main() {
 		"How long running reconciles and probe workers get to finish after SIGTERM.")
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(flag.CommandLine)
+	apiQPS := flag.Float64("kube-api-qps", 50,
+		"Requests per second the manager may send to the apiserver (client-side limit; client-go's default of 20 slows large parks).")
+	apiBurst := flag.Int("kube-api-burst", 100, "Burst above --kube-api-qps the manager may send to the apiserver.")
 	flag.Parse()
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
@@ -110,7 +113,9 @@ func main() {
 		metricsOpts.TLSOpts = append(metricsOpts.TLSOpts, func(c *tls.Config) { c.GetCertificate = metricsCertWatcher.GetCertificate })
 	}
 
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	restConfig := ctrl.GetConfigOrDie()
+	restConfig.QPS, restConfig.Burst = float32(*apiQPS), *apiBurst
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsOpts,
 		HealthProbeBindAddress:  probeAddr,
