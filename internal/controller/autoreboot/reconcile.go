@@ -45,8 +45,9 @@ const (
 // (the CRD default normally fills it in).
 const defaultMinRestartInterval = time.Minute
 
-// staleRetry is how soon a reconcile that met a stale cache runs again.
-const staleRetry = 200 * time.Millisecond
+// staleRetry is how soon a reconcile that met a stale cache runs again
+// (the informer usually catches up within it).
+const staleRetry = time.Second
 
 // errStaleCache: the cache is behind the apiserver; nothing was written.
 var errStaleCache = errors.New("cache is behind the apiserver")
@@ -58,14 +59,11 @@ const blockedRecheck = time.Minute
 // Reconciler reconciles RebootPolicies. Every dependency is set in main.
 type Reconciler struct {
 	// Client reads RebootPolicies and targets from the cache and writes.
-	Client client.Client
-	// APIReader reads live from the apiserver; used to confirm the cache
-	// is current before a restart.
-	APIReader client.Reader
-	Recorder  events.EventRecorder
-	Clock     clock.Clock
-	Workers   *Workers
-	Metrics   *Metrics
+	Client   client.Client
+	Recorder events.EventRecorder
+	Clock    clock.Clock
+	Workers  *Workers
+	Metrics  *Metrics
 	// ExecProbeDir mirrors ProbeSettings.ExecProbeDir, to refuse exec
 	// probes up front with an ExecNotAllowed condition.
 	ExecProbeDir string
@@ -188,18 +186,6 @@ func (r *Reconciler) handlePending(ctx context.Context, rbp *autorebootv1alpha1.
 			"RebootPolicy %s fired but this %s %s", rbp.Name, t.kind, why)
 		r.Metrics.restart(string(t.kind), "skipped", 0)
 	}
-	if len(d.restart) > 0 {
-		// The decision used the cache. If this RebootPolicy changed since
-		// (for example the status write of a restart that already
-		// happened), decide again on fresh data rather than restart twice.
-		var live autorebootv1alpha1.RebootPolicy
-		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(rbp), &live); err != nil {
-			return ctrl.Result{}, fmt.Errorf("get rebootpolicy %s/%s: %w", rbp.Namespace, rbp.Name, err)
-		}
-		if live.ResourceVersion != rbp.ResourceVersion {
-			return ctrl.Result{RequeueAfter: staleRetry}, errStaleCache
-		}
-	}
 	for _, t := range d.restart {
 		if err := r.restartTarget(ctx, t, now); err != nil {
 			if apierrors.IsConflict(err) {
@@ -295,7 +281,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, nn types.NamespacedName) []reconcile.Request {
 				return []reconcile.Request{{NamespacedName: nn}}
 			}))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 8}).
 		Complete(r)
 }
 
@@ -319,7 +305,6 @@ func Setup(mgr ctrl.Manager, opts Options) (*Workers, error) {
 	}
 	r := &Reconciler{
 		Client:       mgr.GetClient(),
-		APIReader:    mgr.GetAPIReader(),
 		Recorder:     mgr.GetEventRecorder("rebootpolicy-controller"),
 		Clock:        opts.Clock,
 		Workers:      workers,

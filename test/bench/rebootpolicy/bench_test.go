@@ -276,6 +276,9 @@ func runBench(b *testing.B) {
 
 	// Steady state: count writes to RebootPolicies and Deployments.
 	var writes atomic.Int64
+	var rbpWrites, depWrites atomic.Int64
+	var sampleMu sync.Mutex
+	var samples []string
 	watchWrites := func(list client.ObjectList) watch.Interface {
 		w, err := k8s.Watch(ctx, list, client.InNamespace(ns))
 		if err != nil {
@@ -283,8 +286,21 @@ func runBench(b *testing.B) {
 		}
 		go func() {
 			for ev := range w.ResultChan() {
-				if ev.Type == watch.Modified || ev.Type == watch.Added || ev.Type == watch.Deleted {
-					writes.Add(1)
+				if ev.Type != watch.Modified && ev.Type != watch.Added && ev.Type != watch.Deleted {
+					continue
+				}
+				writes.Add(1)
+				switch o := ev.Object.(type) {
+				case *autorebootv1alpha1.RebootPolicy:
+					rbpWrites.Add(1)
+					sampleMu.Lock()
+					if len(samples) < 8 && ev.Type == watch.Modified && len(o.Status.Policies) == 1 {
+						ps := o.Status.Policies[0]
+						samples = append(samples, fmt.Sprintf("%s: %s %q pending=%v restarts=%d", o.Name, ps.LastResult, ps.Message, ps.PendingTrigger, o.Status.RestartCount))
+					}
+					sampleMu.Unlock()
+				case *appsv1.Deployment:
+					depWrites.Add(1)
 				}
 			}
 		}()
@@ -296,6 +312,11 @@ func runBench(b *testing.B) {
 	// for existing objects: wait for them, then reset the counter.
 	time.Sleep(3 * time.Second)
 	writes.Store(0)
+	rbpWrites.Store(0)
+	depWrites.Store(0)
+	sampleMu.Lock()
+	samples = nil
+	sampleMu.Unlock()
 	cpu0, _ := cpuSeconds(mgr.Pid())
 	from := time.Now()
 	time.Sleep(steadyWindow)
@@ -308,8 +329,28 @@ func runBench(b *testing.B) {
 	cores := (cpu1 - cpu0) / to.Sub(from).Seconds()
 	rss := rssMiB(mgr.Pid())
 
-	// Change → patch: 50 endpoints start failing at once.
-	dw, err := k8s.Watch(ctx, &appsv1.DeploymentList{}, client.InNamespace(ns))
+	b.Logf("steady window: %d probes, drift p50=%s p99=%s, cpu=%.3f cores, rss=%.0f MiB, writes=%d (%d RebootPolicy, %d Deployment); samples: %v",
+		len(drift), percentile(drift, 0.5), percentile(drift, 0.99), cores, rss, idleWrites, rbpWrites.Load(), depWrites.Load(), samples)
+
+	// Change → patch: 50 endpoints start failing at once. A flipped
+	// Deployment counts when its restartedAt annotation differs from the
+	// value it had before the flip.
+	var before appsv1.DeploymentList
+	if err := k8s.List(ctx, &before, client.InNamespace(ns)); err != nil {
+		b.Fatal(err)
+	}
+	prev := map[string]string{}
+	flipped := map[string]bool{}
+	for i := 0; i < changed; i++ {
+		flipped[fmt.Sprintf("w-%d", i*(policies/changed))] = true
+	}
+	for _, d := range before.Items {
+		if flipped[d.Name] {
+			prev[d.Name] = d.Spec.Template.Annotations[autorebootv1alpha1.RestartedAtAnnotation]
+		}
+	}
+	dw, err := k8s.Watch(ctx, &appsv1.DeploymentList{}, client.InNamespace(ns),
+		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: before.ResourceVersion}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -319,10 +360,10 @@ func runBench(b *testing.B) {
 	go func() {
 		for ev := range dw.ResultChan() {
 			d, ok := ev.Object.(*appsv1.Deployment)
-			if !ok || seen[d.Name] {
+			if !ok || !flipped[d.Name] || seen[d.Name] {
 				continue
 			}
-			if _, ok := d.Spec.Template.Annotations[autorebootv1alpha1.RestartedAtAnnotation]; ok {
+			if v := d.Spec.Template.Annotations[autorebootv1alpha1.RestartedAtAnnotation]; v != "" && v != prev[d.Name] {
 				seen[d.Name] = true
 				patched <- time.Since(flip)
 			}
