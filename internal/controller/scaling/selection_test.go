@@ -146,7 +146,7 @@ func TestPlanNamespaces(t *testing.T) {
 			}
 			check := func(what string, got sets.Set[string], want []string) {
 				t.Helper()
-				if g := sets.List(got); !(len(g) == 0 && len(want) == 0) && !reflect.DeepEqual(g, want) {
+				if g := sets.List(got); (len(g) != 0 || len(want) != 0) && !reflect.DeepEqual(g, want) {
 					t.Errorf("%s = %v, want %v", what, g, want)
 				}
 			}
@@ -154,7 +154,7 @@ func TestPlanNamespaces(t *testing.T) {
 			check("active", plan.Active, tt.active)
 			check("foreign", plan.Foreign, tt.foreign)
 			check("protected", plan.Protected, tt.protected)
-			if !(len(plan.Conflicts) == 0 && len(tt.conflicts) == 0) && !reflect.DeepEqual(plan.Conflicts, tt.conflicts) {
+			if (len(plan.Conflicts) != 0 || len(tt.conflicts) != 0) && !reflect.DeepEqual(plan.Conflicts, tt.conflicts) {
 				t.Errorf("conflicts = %v, want %v", plan.Conflicts, tt.conflicts)
 			}
 		})
