@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -198,3 +199,10 @@ func originalReplicas(g Gomega, d *appsv1.Deployment) int32 {
 	g.Expect(rec.Replicas).NotTo(BeNil(), "annotation %q", raw)
 	return *rec.Replicas
 }
+
+// rbacDenied matches every authorization failure of the ServiceAccount
+// (`<resource> is forbidden: User "system:serviceaccount:…" cannot <verb>
+// resource …`, with the quotes escaped in JSON and klog lines). Other 403s,
+// e.g. "forbidden: unable to create new content in namespace … because it
+// is being terminated", are admission, not RBAC.
+var rbacDenied = regexp.MustCompile(`is forbidden: User \\?"system:serviceaccount:` + systemNamespace + ":" + serviceAccount + `\\?" cannot`)

@@ -155,7 +155,7 @@ func TestRunsAsServiceAccount(t *testing.T) {
 		g.Consistently(func(g Gomega) { expectRestarts(g, ns, "web", "web", 2) }, 5*time.Second, time.Second).Should(Succeed())
 	})
 
-	g.Expect(strings.ToLower(m.Logs())).NotTo(ContainSubstring("forbidden"), "a request of the manager was refused:\n%s", m.Logs())
+	g.Expect(m.Logs()).NotTo(MatchRegexp(rbacDenied.String()), "a request of the manager was refused by RBAC")
 	select {
 	case <-m.Exited():
 		t.Fatalf("the manager exited:\n%s", m.Logs())
