@@ -115,7 +115,8 @@ func (comp *component) start() error {
 	if err != nil {
 		return err
 	}
-	defer logFile.Close()
+	// The child holds its own descriptor; ours is closed once it started.
+	defer func() { _ = logFile.Close() }()
 	cmd := exec.Command(comp.argv[0], comp.argv[1:]...)
 	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = comp.env, comp.cwd, logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
