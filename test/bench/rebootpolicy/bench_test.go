@@ -233,7 +233,7 @@ func runBench(b *testing.B) {
 		return k8s.Create(ctx, &autorebootv1alpha1.RebootPolicy{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec: autorebootv1alpha1.RebootPolicySpec{
-				Target:             autorebootv1alpha1.TargetRef{Kind: autorebootv1alpha1.KindDeployment, Name: name},
+				Target: autorebootv1alpha1.TargetRef{Kind: autorebootv1alpha1.KindDeployment, Name: name},
 				// Storm control on, as in production: a dependency that
 				// stays down restarts its target once, not once per rollout.
 				MinRestartInterval: &metav1.Duration{Duration: 10 * time.Minute},
