@@ -121,9 +121,11 @@ func TestLeaderFailover(t *testing.T) {
 		lease = 15 * time.Second
 		renew = 10 * time.Second
 		retry = 2 * time.Second
-		// slack covers the standby's jittered retry tick and a loaded
-		// machine.
-		slack       = 5 * time.Second
+		// The standby measures expiry from when it *observed* the last
+		// renewal (up to one jittered retry period, ×1.2, after it was
+		// made) and acquires at its next jittered tick: lease + 2×1.2×retry
+		// at worst, plus request latency on a loaded machine.
+		slack       = 2*retry*12/10 + 3*time.Second
 		namespaces  = 10
 		perNS       = 10
 		deployments = namespaces * perNS
