@@ -173,9 +173,9 @@ type WatchTrigger struct {
 // Trigger decides when a policy restarts the target. Exactly one of probe,
 // sql or watch is set.
 // +kubebuilder:validation:XValidation:rule="[has(self.probe), has(self.sql), has(self.watch)].filter(x, x).size() == 1",message="trigger: set exactly one of probe, sql or watch"
-// +kubebuilder:validation:XValidation:rule="!has(self.probe) || !has(self.probe.grpc) || (has(self.probeHost) && self.probeHost != '')",message="trigger.probeHost is required for a grpc probe"
-// +kubebuilder:validation:XValidation:rule="!has(self.probe) || !has(self.probe.httpGet) || (has(self.probe.httpGet.host) && self.probe.httpGet.host != '') || (has(self.probeHost) && self.probeHost != '')",message="probe.httpGet.host (or trigger.probeHost) is required: there is no pod IP to default to"
-// +kubebuilder:validation:XValidation:rule="!has(self.probe) || !has(self.probe.tcpSocket) || (has(self.probe.tcpSocket.host) && self.probe.tcpSocket.host != '') || (has(self.probeHost) && self.probeHost != '')",message="probe.tcpSocket.host (or trigger.probeHost) is required: there is no pod IP to default to"
+// +kubebuilder:validation:XValidation:rule="!has(self.probe) || !has(self.probe.grpc) || (has(self.probeHost) && size(self.probeHost) > 0)",message="trigger.probeHost is required for a grpc probe"
+// +kubebuilder:validation:XValidation:rule="!has(self.probe) || !has(self.probe.httpGet) || (has(self.probe.httpGet.host) && size(self.probe.httpGet.host) > 0) || (has(self.probeHost) && size(self.probeHost) > 0)",message="probe.httpGet.host (or trigger.probeHost) is required: there is no pod IP to default to"
+// +kubebuilder:validation:XValidation:rule="!has(self.probe) || !has(self.probe.tcpSocket) || (has(self.probe.tcpSocket.host) && size(self.probe.tcpSocket.host) > 0) || (has(self.probeHost) && size(self.probeHost) > 0)",message="probe.tcpSocket.host (or trigger.probeHost) is required: there is no pod IP to default to"
 type Trigger struct {
 	// ProbeHost is the host a grpc probe connects to (GRPCAction has no
 	// host field), and the default host of httpGet and tcpSocket probes.

@@ -296,8 +296,8 @@ func TestRestartPatchPerKind(t *testing.T) {
 			for _, mf := range after.GetManagedFields() {
 				managers = append(managers, mf.Manager)
 				if mf.Manager == autoreboot.FieldManager {
-					g.Expect(string(mf.FieldsV1.Raw)).To(ContainSubstring(autorebootv1alpha1.RestartedAtAnnotation))
-					g.Expect(string(mf.FieldsV1.Raw)).NotTo(ContainSubstring("containers"))
+					g.Expect(mf.FieldsV1.GetRawString()).To(ContainSubstring(autorebootv1alpha1.RestartedAtAnnotation))
+					g.Expect(mf.FieldsV1.GetRawString()).NotTo(ContainSubstring("containers"))
 				}
 			}
 			g.Expect(managers).To(ContainElement(autoreboot.FieldManager))
