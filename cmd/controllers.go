@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"os"
 
@@ -20,8 +19,6 @@ import (
 	scalingcontroller "github.com/runbook-dev/runbook/internal/controller/scaling"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
-
-var errCacheNotSynced = errors.New("informer caches not synced yet")
 
 // registerControllers is the one place that lists the controllers built into
 // the binary. Each controller's block adds its API group to the scheme, binds

@@ -4,6 +4,7 @@ package main
 
 import (
 	"crypto/tls"
+	"errors"
 	"flag"
 	"net/http"
 	"os"
@@ -24,6 +25,9 @@ import (
 
 	"github.com/runbook-dev/runbook/internal/registry"
 )
+
+// errCacheNotSynced is what /readyz answers until the informers have synced.
+var errCacheNotSynced = errors.New("informer caches not synced yet")
 
 func main() {
 	var (
