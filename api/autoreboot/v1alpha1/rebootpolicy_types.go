@@ -11,6 +11,12 @@ import (
 // the target's last restart, which the cooldown reads.
 const RestartedAtAnnotation = "autoreboot.runbook.dev/restartedAt"
 
+// RestartIDAnnotation is set on a target's own metadata in the same patch
+// as RestartedAtAnnotation. Its value ("<rebootpolicy>/<hash>") names the
+// trigger the restart was made for, so that a restart whose status write
+// was lost (a leader killed in between) is recognised and not repeated.
+const RestartIDAnnotation = "autoreboot.runbook.dev/restart-id"
+
 // Condition types.
 const (
 	// ConditionReady is True when every policy has a running trigger and the

@@ -123,28 +123,39 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 
+	// A fresh fire is acted on only once status holds it (with the new
+	// baseline fingerprint), so a leader that dies after patching the target
+	// leaves a successor that neither fires again nor forgets the restart.
+	fresh := len(acks) > 0
+	var d restartDecision
+	var pending bool
+	var triggeredAt metav1.Time
+	if triggeredAt, pending = pendingSince(st.Policies); pending {
+		d = decideRestart(targets, restartID(&rbp), triggeredAt.Time, now, minRestartInterval(&rbp))
+		in.waiting = d.waitReason
+	}
+	setConditions(st, rbp.Generation, in)
+	if fresh && len(d.restart) > 0 {
+		if res, err := r.persist(ctx, orig, &rbp, acks); err != nil || res.RequeueAfter > 0 {
+			return res, err
+		}
+		acks = nil
+		orig = rbp.DeepCopy()
+	}
+
 	var result ctrl.Result
 	var restartErr error
-	if triggeredAt, pending := pendingSince(st.Policies); pending {
-		result, restartErr = r.handlePending(ctx, &rbp, targets, triggeredAt.Time, now, &in)
+	if pending {
+		result, restartErr = r.handlePending(ctx, &rbp, targets, d, triggeredAt.Time, now, fresh, &in)
 		if errors.Is(restartErr, errStaleCache) {
 			// Nothing was changed; no status write from stale data either.
 			logger.V(1).Info("cache behind the apiserver, reconciling again")
 			return result, nil
 		}
+		setConditions(st, rbp.Generation, in)
 	}
-	setConditions(st, rbp.Generation, in)
-	if err := r.writeStatus(ctx, orig, &rbp); err != nil {
-		if apierrors.IsConflict(err) {
-			// Our cached copy is stale: merge the workers' states into
-			// the fresh one (the fires stay unacked until then).
-			logger.V(1).Info("status conflict, reconciling again")
-			return ctrl.Result{RequeueAfter: staleRetry}, nil
-		}
-		return ctrl.Result{}, err
-	}
-	for _, a := range acks {
-		r.Workers.Ack(req.NamespacedName, a.policy, a.hash, a.seq)
+	if res, err := r.persist(ctx, orig, &rbp, acks); err != nil || res.RequeueAfter > 0 {
+		return res, err
 	}
 	if restartErr != nil {
 		logger.Error(restartErr, "restart failed")
@@ -157,37 +168,69 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return result, nil
 }
 
-// handlePending restarts the targets for a pending trigger, or says when
-// to look again.
+// persist writes status when it changed and then acknowledges the fires it
+// holds. A conflict means the cached copy was stale: the fires stay
+// unacknowledged and are merged into the fresh copy on the retry.
+func (r *Reconciler) persist(ctx context.Context, orig, rbp *autorebootv1alpha1.RebootPolicy, acks []ack) (ctrl.Result, error) {
+	if err := r.writeStatus(ctx, orig, rbp); err != nil {
+		if apierrors.IsConflict(err) {
+			log.FromContext(ctx).V(1).Info("status conflict, reconciling again")
+			return ctrl.Result{RequeueAfter: staleRetry}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	nn := client.ObjectKeyFromObject(rbp)
+	for _, a := range acks {
+		r.Workers.Ack(nn, a.policy, a.hash, a.seq)
+	}
+	return ctrl.Result{}, nil
+}
+
+// handlePending carries out the restart decision for a pending trigger.
+// The trigger stays pending while a target cannot be restarted (paused,
+// OnDelete, none found) and is acted on once it can.
 func (r *Reconciler) handlePending(ctx context.Context, rbp *autorebootv1alpha1.RebootPolicy, targets []targetInfo,
-	triggeredAt, now time.Time, in *conditionInput) (ctrl.Result, error) {
+	d restartDecision, triggeredAt, now time.Time, fresh bool, in *conditionInput) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
 	st := &rbp.Status
 	if len(targets) == 0 {
-		r.Recorder.Eventf(rbp, nil, corev1.EventTypeWarning, EventRestartSkipped, "Restart",
-			"trigger fired but no %s matches the target", rbp.Spec.Target.Kind)
-		clearPending(st.Policies)
+		if fresh {
+			r.Recorder.Eventf(rbp, nil, corev1.EventTypeWarning, EventRestartSkipped, "Restart",
+				"trigger fired but no %s matches the target: the restart waits for one", rbp.Spec.Target.Kind)
+		}
 		return ctrl.Result{}, nil
 	}
-	d := decideRestart(targets, triggeredAt, now, minRestartInterval(rbp))
+	if fresh {
+		// Once per trigger: the condition keeps saying it afterwards.
+		for _, t := range d.skipped {
+			why := "is paused"
+			if t.onDelete {
+				why = "uses the OnDelete update strategy"
+			}
+			r.Recorder.Eventf(rbp, t.obj, corev1.EventTypeWarning, EventRestartSkipped, "Restart",
+				"%s %s %s: not restarted until that changes", t.kind, t.obj.GetName(), why)
+			r.Recorder.Eventf(t.obj, rbp, corev1.EventTypeWarning, EventRestartSkipped, "Restart",
+				"RebootPolicy %s fired but this %s %s", rbp.Name, t.kind, why)
+			r.Metrics.restart(string(t.kind), "skipped", 0)
+		}
+	}
 	if d.wait > 0 {
-		in.waiting = d.waitReason
 		logger.V(1).Info("restart deferred", "reason", d.waitReason, "after", d.wait)
 		return ctrl.Result{RequeueAfter: d.wait}, nil
 	}
-	for _, t := range d.skipped {
-		why := "is paused"
-		if t.onDelete {
-			why = "uses the OnDelete update strategy"
+	for _, t := range d.done {
+		// Restarted for this very trigger by a reconcile (maybe of a leader
+		// that has died since) whose status write was lost: count it once.
+		if t.restartID == restartID(rbp) && !t.restartedAt.IsZero() &&
+			(st.LastRestartTime == nil || st.LastRestartTime.Time.Before(t.restartedAt)) {
+			st.RestartCount++
+			st.LastRestartTime = &metav1.Time{Time: t.restartedAt}
+			logger.Info("restart for this trigger already done, recording it", "kind", t.kind, "target", t.obj.GetName())
 		}
-		r.Recorder.Eventf(rbp, t.obj, corev1.EventTypeWarning, EventRestartSkipped, "Restart",
-			"%s %s %s: not restarted", t.kind, t.obj.GetName(), why)
-		r.Recorder.Eventf(t.obj, rbp, corev1.EventTypeWarning, EventRestartSkipped, "Restart",
-			"RebootPolicy %s fired but this %s %s", rbp.Name, t.kind, why)
-		r.Metrics.restart(string(t.kind), "skipped", 0)
 	}
+	id := restartID(rbp)
 	for _, t := range d.restart {
-		if err := r.restartTarget(ctx, t, now); err != nil {
+		if err := r.restartTarget(ctx, t, now, id); err != nil {
 			if apierrors.IsConflict(err) {
 				// Target changed since the cached read: decide again.
 				return ctrl.Result{RequeueAfter: staleRetry}, errStaleCache
@@ -195,7 +238,7 @@ func (r *Reconciler) handlePending(ctx context.Context, rbp *autorebootv1alpha1.
 			r.Recorder.Eventf(rbp, t.obj, corev1.EventTypeWarning, EventRestartFailed, "Restart", "%v", err)
 			r.Metrics.restart(string(t.kind), "failed", 0)
 			in.restartFailed = err.Error()
-			// Targets restarted so far carry the annotation; the retry
+			// Targets restarted so far carry the restart id; the retry
 			// counts them as done.
 			return ctrl.Result{}, err
 		}
@@ -208,7 +251,9 @@ func (r *Reconciler) handlePending(ctx context.Context, rbp *autorebootv1alpha1.
 			"restarted by RebootPolicy %s (%s)", rbp.Name, pendingPolicies(st.Policies))
 		logger.Info("restarted target", "kind", t.kind, "target", t.obj.GetName(), "policies", pendingPolicies(st.Policies))
 	}
-	clearPending(st.Policies)
+	if len(d.skipped) == 0 {
+		clearPending(st.Policies)
+	}
 	return ctrl.Result{}, nil
 }
 

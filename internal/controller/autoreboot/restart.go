@@ -2,6 +2,8 @@ package autoreboot
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -34,17 +36,22 @@ type restartDecision struct {
 
 // decideRestart applies storm control: nothing is restarted while any
 // target is within its cooldown or still rolling out; the trigger stays
-// pending until then.
-func decideRestart(targets []targetInfo, triggeredAt, now time.Time, minInterval time.Duration) restartDecision {
+// pending until then. id is the pending trigger's restart id.
+func decideRestart(targets []targetInfo, id string, triggeredAt, now time.Time, minInterval time.Duration) restartDecision {
 	var d restartDecision
+	trig := triggeredAt.Truncate(time.Second)
 	for _, t := range targets {
 		switch {
+		case t.restartID == id:
+			d.done = append(d.done, t)
 		case t.paused || t.onDelete:
 			d.skipped = append(d.skipped, t)
 		// Times have one-second precision (annotation and status): only a
-		// restart in a later second surely happened after the trigger. In
-		// doubt, restart again rather than miss a change.
-		case !t.restartedAt.IsZero() && t.restartedAt.Truncate(time.Second).After(triggeredAt.Truncate(time.Second)):
+		// restart (by another RebootPolicy) or a creation in a later second
+		// surely happened after the trigger. In doubt, restart rather than
+		// miss a change.
+		case !t.restartedAt.IsZero() && t.restartedAt.Truncate(time.Second).After(trig),
+			t.obj.GetCreationTimestamp().Time.Truncate(time.Second).After(trig):
 			d.done = append(d.done, t)
 		case !t.restartedAt.IsZero() && now.Sub(t.restartedAt) < minInterval:
 			if w := minInterval - now.Sub(t.restartedAt); w > d.wait {
@@ -66,20 +73,42 @@ func decideRestart(targets []targetInfo, triggeredAt, now time.Time, minInterval
 	return d
 }
 
+// restartID names a pending trigger: the RebootPolicy, and the pending
+// policies with their persisted trigger times and fingerprints. It is
+// computed from status as written (second-precision times), so a successor
+// leader derives the same id and recognises a restart already made for it.
+func restartID(rbp *autorebootv1alpha1.RebootPolicy) string {
+	h := sha256.New()
+	_, _ = fmt.Fprintf(h, "%s\n", rbp.UID)
+	for _, p := range rbp.Status.Policies {
+		if !p.PendingTrigger {
+			continue
+		}
+		var at int64
+		if p.LastTriggerTime != nil {
+			at = p.LastTriggerTime.Unix()
+		}
+		_, _ = fmt.Fprintf(h, "%s\n%d\n%s\n", p.Name, at, p.Fingerprint)
+	}
+	return rbp.Name + "/" + hex.EncodeToString(h.Sum(nil)[:8])
+}
+
 // restartPatch is the minimal merge patch `kubectl rollout restart` would
-// make, with this group's annotation. The resourceVersion the decision was
-// based on is a precondition: if the target changed meanwhile (or the cache
-// was stale, e.g. another reconcile restarted it already) the apiserver
-// answers Conflict and the decision is taken again on fresh data.
-func restartPatch(now time.Time, resourceVersion string) client.Patch {
-	body := fmt.Sprintf(`{"metadata":{"resourceVersion":%q},"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`,
-		resourceVersion, autorebootv1alpha1.RestartedAtAnnotation, now.UTC().Format(time.RFC3339))
+// make, with this group's annotation, plus the restart id on the workload
+// itself. The resourceVersion the decision was based on is a precondition:
+// if the target changed meanwhile (or the cache was stale, e.g. another
+// reconcile restarted it already) the apiserver answers Conflict and the
+// decision is taken again on fresh data.
+func restartPatch(now time.Time, resourceVersion, id string) client.Patch {
+	body := fmt.Sprintf(`{"metadata":{"resourceVersion":%q,"annotations":{%q:%q}},"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`,
+		resourceVersion, autorebootv1alpha1.RestartIDAnnotation, id,
+		autorebootv1alpha1.RestartedAtAnnotation, now.UTC().Format(time.RFC3339))
 	return client.RawPatch(types.MergePatchType, []byte(body))
 }
 
 // restartTarget patches one workload's pod template.
-func (r *Reconciler) restartTarget(ctx context.Context, t targetInfo, now time.Time) error {
-	if err := r.Client.Patch(ctx, t.obj, restartPatch(now, t.obj.GetResourceVersion()), client.FieldOwner(FieldManager)); err != nil {
+func (r *Reconciler) restartTarget(ctx context.Context, t targetInfo, now time.Time, id string) error {
+	if err := r.Client.Patch(ctx, t.obj, restartPatch(now, t.obj.GetResourceVersion(), id), client.FieldOwner(FieldManager)); err != nil {
 		return fmt.Errorf("restart %s %s/%s: %w", t.kind, t.obj.GetNamespace(), t.obj.GetName(), err)
 	}
 	return nil

@@ -29,6 +29,18 @@ func TestDecideRestart(t *testing.T) {
 		ti.restartedAt = at
 		return ti
 	}
+	withID := func(ti targetInfo, id string) targetInfo {
+		ti.restartID = id
+		return ti
+	}
+	paused := func(ti targetInfo) targetInfo {
+		ti.paused = true
+		return ti
+	}
+	createdAt := func(ti targetInfo, at time.Time) targetInfo {
+		ti.obj.SetCreationTimestamp(metav1.NewTime(at))
+		return ti
+	}
 	cases := []struct {
 		name        string
 		targets     []targetInfo
@@ -48,10 +60,16 @@ func TestDecideRestart(t *testing.T) {
 		{"already restarted after the trigger: done", []targetInfo{restarted("a", trig.Add(time.Second))}, time.Minute, 0, 0, 1, 0},
 		{"one target cooling down holds the others", []targetInfo{ready("a"), restarted("b", now.Add(-30*time.Second))}, time.Minute, 0, 0, 0, 30 * time.Second},
 		{"selector: two ready targets restart together", []targetInfo{ready("a"), ready("b")}, time.Minute, 2, 0, 0, 0},
+		{"restarted for this trigger in the same second: done", []targetInfo{withID(restarted("a", trig), "rbp/this")}, time.Minute, 0, 0, 1, 0},
+		{"restarted for another trigger in the same second: cooldown", []targetInfo{withID(restarted("a", trig), "rbp/other")}, time.Minute, 0, 0, 0, 55 * time.Second},
+		{"restarted for this trigger, then paused: done", []targetInfo{paused(withID(restarted("a", trig), "rbp/this"))}, time.Minute, 0, 0, 1, 0},
+		{"created after the trigger: done", []targetInfo{createdAt(ready("a"), trig.Add(2*time.Second))}, time.Minute, 0, 0, 1, 0},
+		{"created in the trigger's second: restart", []targetInfo{createdAt(ready("a"), trig)}, time.Minute, 1, 0, 0, 0},
+		{"selector: one paused, one restarted for this trigger", []targetInfo{paused(ready("a")), withID(restarted("b", trig), "rbp/this")}, time.Minute, 0, 1, 1, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			d := decideRestart(tc.targets, trig, now, tc.minInterval)
+			d := decideRestart(tc.targets, "rbp/this", trig, now, tc.minInterval)
 			if len(d.restart) != tc.wantRestart || len(d.skipped) != tc.wantSkipped || len(d.done) != tc.wantDone || d.wait != tc.wantWait {
 				t.Fatalf("decision = restart %d skipped %d done %d wait %s (%s), want %d %d %d %s",
 					len(d.restart), len(d.skipped), len(d.done), d.wait, d.waitReason, tc.wantRestart, tc.wantSkipped, tc.wantDone, tc.wantWait)
@@ -62,7 +80,7 @@ func TestDecideRestart(t *testing.T) {
 
 func TestRestartPatchIsMinimal(t *testing.T) {
 	now := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
-	p := restartPatch(now, "42")
+	p := restartPatch(now, "42", "rbp/0123abcd")
 	data, err := p.Data(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +89,7 @@ func TestRestartPatchIsMinimal(t *testing.T) {
 	if err := json.Unmarshal(data, &got); err != nil {
 		t.Fatal(err)
 	}
-	want := `{"metadata":{"resourceVersion":"42"},"spec":{"template":{"metadata":{"annotations":{"autoreboot.runbook.dev/restartedAt":"2026-03-04T05:06:07Z"}}}}}`
+	want := `{"metadata":{"resourceVersion":"42","annotations":{"autoreboot.runbook.dev/restart-id":"rbp/0123abcd"}},"spec":{"template":{"metadata":{"annotations":{"autoreboot.runbook.dev/restartedAt":"2026-03-04T05:06:07Z"}}}}}`
 	if string(data) != want {
 		t.Fatalf("patch = %s, want %s", data, want)
 	}
@@ -200,5 +218,44 @@ func TestFiresWhilePendingMergeWithoutStatusChange(t *testing.T) {
 	}
 	if !equality.Semantic.DeepEqual(before, rbp.Status) {
 		t.Fatalf("a fire while pending changed status:\n%+v\n%+v", before, rbp.Status)
+	}
+}
+
+func TestRestartIDNamesThePendingTrigger(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC))
+	base := &autorebootv1alpha1.RebootPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "rbp", UID: "u1"},
+		Status: autorebootv1alpha1.RebootPolicyStatus{Policies: []autorebootv1alpha1.PolicyStatus{
+			{Name: "a", PendingTrigger: true, LastTriggerTime: &at, Fingerprint: "f1"},
+			{Name: "b", Fingerprint: "g1"},
+		}},
+	}
+	id := restartID(base)
+	if !strings.HasPrefix(id, "rbp/") {
+		t.Fatalf("id %q does not name the RebootPolicy", id)
+	}
+	// What a successor reads back from the apiserver: times in seconds.
+	reread := base.DeepCopy()
+	sub := metav1.NewTime(at.Add(300 * time.Millisecond))
+	reread.Status.Policies[0].LastTriggerTime = &sub
+	reread.Status.Conditions = []metav1.Condition{{Type: "Ready"}}
+	reread.Status.RestartCount = 7
+	reread.Status.Policies[1].Fingerprint = "g2" // not pending: not part of this trigger
+	if got := restartID(reread); got != id {
+		t.Fatalf("same trigger, different id: %q vs %q", got, id)
+	}
+	differs := map[string]func(*autorebootv1alpha1.RebootPolicy){
+		"another object":      func(r *autorebootv1alpha1.RebootPolicy) { r.UID = "u2" },
+		"a later change":      func(r *autorebootv1alpha1.RebootPolicy) { r.Status.Policies[0].Fingerprint = "f2" },
+		"a later trigger":     func(r *autorebootv1alpha1.RebootPolicy) { later := metav1.NewTime(at.Add(time.Second)); r.Status.Policies[0].LastTriggerTime = &later },
+		"another policy too":  func(r *autorebootv1alpha1.RebootPolicy) { r.Status.Policies[1].PendingTrigger = true },
+		"another policy only": func(r *autorebootv1alpha1.RebootPolicy) { r.Status.Policies[0].PendingTrigger, r.Status.Policies[1].PendingTrigger = false, true },
+	}
+	for name, mutate := range differs {
+		r := base.DeepCopy()
+		mutate(r)
+		if restartID(r) == id {
+			t.Errorf("%s: same id %q", name, id)
+		}
 	}
 }

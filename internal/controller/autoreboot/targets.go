@@ -28,6 +28,8 @@ type targetInfo struct {
 	progressing bool
 	// restartedAt is the target's last restart by this group (zero: never).
 	restartedAt time.Time
+	// restartID names the trigger of that restart (see restartID).
+	restartID string
 }
 
 // resolveTargets returns the target workloads of rbp, from the cache.
@@ -132,6 +134,7 @@ func inspectTarget(obj client.Object) targetInfo {
 		ti.progressing = s.ObservedGeneration < o.Generation || s.UpdatedNumberScheduled < s.DesiredNumberScheduled ||
 			s.NumberAvailable < s.DesiredNumberScheduled
 	}
+	ti.restartID = obj.GetAnnotations()[autorebootv1alpha1.RestartIDAnnotation]
 	if v, ok := ann[autorebootv1alpha1.RestartedAtAnnotation]; ok {
 		if t, err := time.Parse(time.RFC3339, v); err == nil {
 			ti.restartedAt = t

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -357,6 +358,18 @@ func TestPausedDeploymentIsNotRestarted(t *testing.T) {
 	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(dep), cur)).To(Succeed())
 	g.Expect(restartedAt(cur)).To(BeEmpty())
 	g.Expect(getRBP(t, ns, "rbp").Status.RestartCount).To(BeZero())
+	// The trigger is remembered, not dropped: resuming the rollout restarts
+	// the Deployment once.
+	g.Expect(getRBP(t, ns, "rbp").Status.Policies[0].PendingTrigger).To(BeTrue())
+	g.Expect(k8s.Patch(ctx, cur, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"paused":false}}`)))).To(Succeed())
+	markRolledOut(t, cur)
+	g.Eventually(func() string {
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(dep), cur)).To(Succeed())
+		return restartedAt(cur)
+	}, timeout, interval).ShouldNot(BeEmpty())
+	g.Eventually(func() bool { return getRBP(t, ns, "rbp").Status.Policies[0].PendingTrigger }, timeout, interval).Should(BeFalse())
+	g.Expect(getRBP(t, ns, "rbp").Status.RestartCount).To(Equal(int64(1)))
+	g.Expect(cur.Annotations[autorebootv1alpha1.RestartIDAnnotation]).To(HavePrefix("rbp/"))
 }
 
 func TestOnDeleteStatefulSetIsNotRestarted(t *testing.T) {
