@@ -3,6 +3,7 @@ package operations
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
 	"github.com/runbook-dev/runbook/test/cluster"
 )
@@ -88,6 +90,35 @@ func watchParking(t *testing.T, prefix string, threshold int) *parkWatcher {
 		}
 	}()
 	return pw
+}
+
+// watchRestartPatch reports the first of the named Deployments whose pod
+// template gets a restartedAt annotation.
+func watchRestartPatch(t *testing.T, ns string, names []string) <-chan string {
+	t.Helper()
+	wc, err := client.NewWithWatch(kc.Config, client.Options{Scheme: k8s.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := wc.Watch(ctx, &appsv1.DeploymentList{}, client.InNamespace(ns))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Stop(); cancel() })
+	first := make(chan string, 1)
+	go func() {
+		for ev := range w.ResultChan() {
+			d, ok := ev.Object.(*appsv1.Deployment)
+			if !ok || !slices.Contains(names, d.Name) || d.Spec.Template.Annotations[autorebootv1alpha1.RestartedAtAnnotation] == "" {
+				continue
+			}
+			first <- d.Name
+			return
+		}
+	}()
+	return first
 }
 
 func (pw *parkWatcher) parked() int {
@@ -186,12 +217,20 @@ func TestLeaderFailover(t *testing.T) {
 	case <-time.After(timeout):
 		t.Fatalf("fewer than %d Deployments were parked within %s", pw.threshold, timeout)
 	}
-	// The other policies' changes land just before the kill: some restarts
-	// are in flight when the leader dies (fire persisted or not, target
-	// patched or not, status written or not). Whatever the instant, the
-	// new leader must act on each change exactly once.
+	// The other policies' changes land just before the kill, which comes
+	// the moment the old leader's first restart patch for them is seen:
+	// restarts are in flight when the leader dies (fire persisted or not,
+	// target patched or not, status written or not). Whatever the instant,
+	// the new leader must act on each change exactly once.
+	firstPatch := watchRestartPatch(t, rbpNS, webs[1:])
 	for _, web := range webs[1:] {
 		setConfigMap(g, rbpNS, web, "2")
+	}
+	select {
+	case web := <-firstPatch:
+		t.Logf("the old leader's restart patch of %s is in: killing it now", web)
+	case <-time.After(timeout):
+		t.Fatalf("the leader restarted none of %v within %s", webs[1:], timeout)
 	}
 	leader.Kill()
 	killedAt := time.Now()
@@ -251,6 +290,9 @@ func TestLeaderFailover(t *testing.T) {
 			who = "either leader (the second of the kill)"
 		}
 		t.Logf("%s restarted at %s by %s (SIGKILL at %s)", web, stamps[web], who, killedAt.UTC().Format(time.RFC3339Nano))
+	}
+	if n := strings.Count(standby.Logs(), "restart for this trigger already done"); n > 0 {
+		t.Logf("the new leader recognised %d restart(s) the old one made but did not record, by their restart id", n)
 	}
 	g.Consistently(func(g Gomega) {
 		for _, web := range webs {
