@@ -144,9 +144,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	var result ctrl.Result
+	var recognised []string
 	var restartErr error
 	if pending {
-		result, restartErr = r.handlePending(ctx, &rbp, targets, d, triggeredAt.Time, now, fresh, &in)
+		result, recognised, restartErr = r.handlePending(ctx, &rbp, targets, d, triggeredAt.Time, now, fresh, &in)
 		if errors.Is(restartErr, errStaleCache) {
 			// Nothing was changed; no status write from stale data either.
 			logger.V(1).Info("cache behind the apiserver, reconciling again")
@@ -156,6 +157,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if res, err := r.persist(ctx, orig, &rbp, acks); err != nil || res.RequeueAfter > 0 {
 		return res, err
+	}
+	if len(recognised) > 0 {
+		// Logged once recorded: a reconcile on a stale cached copy comes to
+		// the same conclusion but its status write is refused.
+		logger.Info("restart for this trigger already done, recorded it", "targets", recognised)
 	}
 	if restartErr != nil {
 		logger.Error(restartErr, "restart failed")
@@ -190,7 +196,7 @@ func (r *Reconciler) persist(ctx context.Context, orig, rbp *autorebootv1alpha1.
 // The trigger stays pending while a target cannot be restarted (paused,
 // OnDelete, none found) and is acted on once it can.
 func (r *Reconciler) handlePending(ctx context.Context, rbp *autorebootv1alpha1.RebootPolicy, targets []targetInfo,
-	d restartDecision, triggeredAt, now time.Time, fresh bool, in *conditionInput) (ctrl.Result, error) {
+	d restartDecision, triggeredAt, now time.Time, fresh bool, in *conditionInput) (ctrl.Result, []string, error) {
 	logger := log.FromContext(ctx)
 	st := &rbp.Status
 	if len(targets) == 0 {
@@ -198,7 +204,7 @@ func (r *Reconciler) handlePending(ctx context.Context, rbp *autorebootv1alpha1.
 			r.Recorder.Eventf(rbp, nil, corev1.EventTypeWarning, EventRestartSkipped, "Restart",
 				"trigger fired but no %s matches the target: the restart waits for one", rbp.Spec.Target.Kind)
 		}
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, nil, nil
 	}
 	if fresh {
 		// Once per trigger: the condition keeps saying it afterwards.
@@ -216,8 +222,9 @@ func (r *Reconciler) handlePending(ctx context.Context, rbp *autorebootv1alpha1.
 	}
 	if d.wait > 0 {
 		logger.V(1).Info("restart deferred", "reason", d.waitReason, "after", d.wait)
-		return ctrl.Result{RequeueAfter: d.wait}, nil
+		return ctrl.Result{RequeueAfter: d.wait}, nil, nil
 	}
+	var recognised []string
 	for _, t := range d.done {
 		// Restarted for this very trigger by a reconcile (maybe of a leader
 		// that has died since) whose status write was lost: count it once.
@@ -225,7 +232,7 @@ func (r *Reconciler) handlePending(ctx context.Context, rbp *autorebootv1alpha1.
 			(st.LastRestartTime == nil || st.LastRestartTime.Time.Before(t.restartedAt)) {
 			st.RestartCount++
 			st.LastRestartTime = &metav1.Time{Time: t.restartedAt}
-			logger.Info("restart for this trigger already done, recording it", "kind", t.kind, "target", t.obj.GetName())
+			recognised = append(recognised, string(t.kind)+"/"+t.obj.GetName())
 		}
 	}
 	id := restartID(rbp)
@@ -233,14 +240,14 @@ func (r *Reconciler) handlePending(ctx context.Context, rbp *autorebootv1alpha1.
 		if err := r.restartTarget(ctx, t, now, id); err != nil {
 			if apierrors.IsConflict(err) {
 				// Target changed since the cached read: decide again.
-				return ctrl.Result{RequeueAfter: staleRetry}, errStaleCache
+				return ctrl.Result{RequeueAfter: staleRetry}, nil, errStaleCache
 			}
 			r.Recorder.Eventf(rbp, t.obj, corev1.EventTypeWarning, EventRestartFailed, "Restart", "%v", err)
 			r.Metrics.restart(string(t.kind), "failed", 0)
 			in.restartFailed = err.Error()
 			// Targets restarted so far carry the restart id; the retry
 			// counts them as done.
-			return ctrl.Result{}, err
+			return ctrl.Result{}, nil, err
 		}
 		st.RestartCount++
 		st.LastRestartTime = &metav1.Time{Time: now}
@@ -254,7 +261,7 @@ func (r *Reconciler) handlePending(ctx context.Context, rbp *autorebootv1alpha1.
 	if len(d.skipped) == 0 {
 		clearPending(st.Policies)
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{}, recognised, nil
 }
 
 // workerSpecs computes the desired workers; exec probes that may not run

@@ -264,11 +264,25 @@ func runBench(b *testing.B) {
 				}
 			}
 		}
+		// The Deployment controller must have observed every Deployment:
+		// until then a target counts as rolling out and storm control
+		// (rightly) defers its restart, which would measure the
+		// kube-controller-manager's backlog instead of the operator.
+		var deps appsv1.DeploymentList
+		if err := k8s.List(ctx, &deps, client.InNamespace(ns)); err != nil {
+			b.Fatal(err)
+		}
+		observed := 0
+		for _, d := range deps.Items {
+			if d.Status.ObservedGeneration >= d.Generation {
+				observed++
+			}
+		}
 		// On a loaded machine some 1s probes time out (and restart their
 		// target): settle once every policy reported and 90% are healthy;
 		// the flapping shows up in the idle-writes figure.
-		if reported == policies && ready >= policies*90/100 {
-			b.Logf("settled: %d/%d healthy", ready, policies)
+		if reported == policies && ready >= policies*90/100 && observed == policies {
+			b.Logf("settled: %d/%d healthy, %d/%d Deployments observed by their controller", ready, policies, observed, policies)
 			break
 		}
 		if time.Since(settleStart) > 10*time.Minute {

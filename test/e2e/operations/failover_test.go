@@ -291,7 +291,7 @@ func TestLeaderFailover(t *testing.T) {
 		}
 		t.Logf("%s restarted at %s by %s (SIGKILL at %s)", web, stamps[web], who, killedAt.UTC().Format(time.RFC3339Nano))
 	}
-	if n := strings.Count(standby.Logs(), "restart for this trigger already done"); n > 0 {
+	if n := strings.Count(standby.Logs(), "restart for this trigger already done, recorded it"); n > 0 {
 		t.Logf("the new leader recognised %d restart(s) the old one made but did not record, by their restart id", n)
 	}
 	g.Consistently(func(g Gomega) {
