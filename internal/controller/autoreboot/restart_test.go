@@ -245,11 +245,16 @@ func TestRestartIDNamesThePendingTrigger(t *testing.T) {
 		t.Fatalf("same trigger, different id: %q vs %q", got, id)
 	}
 	differs := map[string]func(*autorebootv1alpha1.RebootPolicy){
-		"another object":      func(r *autorebootv1alpha1.RebootPolicy) { r.UID = "u2" },
-		"a later change":      func(r *autorebootv1alpha1.RebootPolicy) { r.Status.Policies[0].Fingerprint = "f2" },
-		"a later trigger":     func(r *autorebootv1alpha1.RebootPolicy) { later := metav1.NewTime(at.Add(time.Second)); r.Status.Policies[0].LastTriggerTime = &later },
-		"another policy too":  func(r *autorebootv1alpha1.RebootPolicy) { r.Status.Policies[1].PendingTrigger = true },
-		"another policy only": func(r *autorebootv1alpha1.RebootPolicy) { r.Status.Policies[0].PendingTrigger, r.Status.Policies[1].PendingTrigger = false, true },
+		"another object": func(r *autorebootv1alpha1.RebootPolicy) { r.UID = "u2" },
+		"a later change": func(r *autorebootv1alpha1.RebootPolicy) { r.Status.Policies[0].Fingerprint = "f2" },
+		"a later trigger": func(r *autorebootv1alpha1.RebootPolicy) {
+			later := metav1.NewTime(at.Add(time.Second))
+			r.Status.Policies[0].LastTriggerTime = &later
+		},
+		"another policy too": func(r *autorebootv1alpha1.RebootPolicy) { r.Status.Policies[1].PendingTrigger = true },
+		"another policy only": func(r *autorebootv1alpha1.RebootPolicy) {
+			r.Status.Policies[0].PendingTrigger, r.Status.Policies[1].PendingTrigger = false, true
+		},
 	}
 	for name, mutate := range differs {
 		r := base.DeepCopy()
