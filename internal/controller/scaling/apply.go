@@ -219,26 +219,57 @@ func (r *Reconciler) writeWorkload(ctx context.Context, self string, plan Plan, 
 	}
 }
 
+// maxNamespaceEvents bounds the events of one reconcile per reason: one per
+// namespace up to this many, then a single summary. Each event is an
+// apiserver write; parking 500 namespaces records 11 per reason, not 500
+// (which the event sink would still be sending a minute later).
+const maxNamespaceEvents = 10
+
 func (r *Reconciler) emitNamespaceEvents(scaler *scalingv1alpha1.NSScaler, tallies map[string]*namespaceTally) {
 	names := make([]string, 0, len(tallies))
 	for ns := range tallies {
 		names = append(names, ns)
 	}
 	sort.Strings(names)
+	r.emitPerNamespace(scaler, names, tallies, corev1.EventTypeNormal, "NamespaceParked", "Park",
+		func(t *namespaceTally) int { return t.parked },
+		func(ns string, t *namespaceTally) string {
+			return fmt.Sprintf("parked %d workloads in namespace %s", t.parked, ns)
+		}, "parked %d workloads in %d more namespaces")
+	r.emitPerNamespace(scaler, names, tallies, corev1.EventTypeNormal, "NamespaceRestored", "Restore",
+		func(t *namespaceTally) int { return t.restored },
+		func(ns string, t *namespaceTally) string {
+			return fmt.Sprintf("restored %d workloads in namespace %s to their recorded originals", t.restored, ns)
+		}, "restored %d workloads in %d more namespaces to their recorded originals")
+	r.emitPerNamespace(scaler, names, tallies, corev1.EventTypeWarning, "WorkloadsFailed", "Reconcile",
+		func(t *namespaceTally) int { return t.failed },
+		func(ns string, t *namespaceTally) string {
+			return fmt.Sprintf("%d workloads in namespace %s failed, first: %v", t.failed, ns, t.firstErr)
+		}, "%d workloads in %d more namespaces failed")
+}
+
+// emitPerNamespace records one event per namespace with a non-zero count,
+// at most maxNamespaceEvents, and a summary (workloads, namespaces) for the
+// rest.
+func (r *Reconciler) emitPerNamespace(scaler *scalingv1alpha1.NSScaler, names []string, tallies map[string]*namespaceTally,
+	eventType, reason, action string, count func(*namespaceTally) int, one func(string, *namespaceTally) string, rest string) {
+	emitted, moreNamespaces, moreWorkloads := 0, 0, 0
 	for _, ns := range names {
 		t := tallies[ns]
-		related := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
-		if t.parked > 0 {
-			r.Recorder.Eventf(scaler, related, corev1.EventTypeNormal, "NamespaceParked", "Park",
-				"parked %d workloads in namespace %s", t.parked, ns)
+		n := count(t)
+		if n == 0 {
+			continue
 		}
-		if t.restored > 0 {
-			r.Recorder.Eventf(scaler, related, corev1.EventTypeNormal, "NamespaceRestored", "Restore",
-				"restored %d workloads in namespace %s to their recorded originals", t.restored, ns)
+		if emitted < maxNamespaceEvents {
+			related := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+			r.Recorder.Eventf(scaler, related, eventType, reason, action, "%s", one(ns, t))
+			emitted++
+			continue
 		}
-		if t.failed > 0 {
-			r.Recorder.Eventf(scaler, related, corev1.EventTypeWarning, "WorkloadsFailed", "Reconcile",
-				"%d workloads in namespace %s failed, first: %v", t.failed, ns, t.firstErr)
-		}
+		moreNamespaces++
+		moreWorkloads += n
+	}
+	if moreNamespaces > 0 {
+		r.Recorder.Eventf(scaler, nil, eventType, reason, action, rest, moreWorkloads, moreNamespaces)
 	}
 }

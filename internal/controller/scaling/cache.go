@@ -58,7 +58,14 @@ func protobufConfig(mgr ctrl.Manager) *rest.Config {
 // newWorkloadWriter is the client for workload patches: the manager's HTTP
 // client and mapper, protobuf responses.
 func newWorkloadWriter(mgr ctrl.Manager) (client.Client, error) {
-	c, err := client.New(protobufConfig(mgr), client.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	cfg := protobufConfig(mgr)
+	// No client-side rate limit: --nsscaler-write-concurrency already
+	// bounds the writes in flight, and the apiserver's priority and fairness
+	// protects it. A token bucket at the manager's --kube-api-qps would make
+	// a park of thousands of workloads take thousands/qps seconds however
+	// idle the apiserver is.
+	cfg.QPS, cfg.Burst = -1, 0
+	c, err := client.New(cfg, client.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
 	if err != nil {
 		return nil, fmt.Errorf("building the nsscaler workload client: %w", err)
 	}

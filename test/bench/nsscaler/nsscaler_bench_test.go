@@ -173,6 +173,9 @@ func runOnce(b *testing.B) {
 	time.Sleep(idle) // measuring idleness is the point: nothing may be written meanwhile
 	idleAfter := patches(ctx, b, cs)
 	idleWrites := idleAfter.mutating - idleBefore.mutating
+	if idleWrites > 0 {
+		b.Logf("writes while idle: %v", idleAfter.since(idleBefore))
+	}
 
 	start = time.Now()
 	if err := c.Delete(ctx, &scalingv1alpha1.NSScaler{ObjectMeta: metav1.ObjectMeta{Name: "bench"}}); err != nil {
@@ -299,6 +302,28 @@ func allReplicas(ctx context.Context, b *testing.B, c client.Client, keys []clie
 type requestCounts struct {
 	deployments int64 // PATCH requests on deployments
 	mutating    int64 // every mutating request except leases
+	// byResource splits mutating by "VERB resource".
+	byResource map[string]int64
+}
+
+// since is what was written between before and rc, by verb and resource.
+func (rc requestCounts) since(before requestCounts) map[string]int64 {
+	d := map[string]int64{}
+	for k, v := range rc.byResource {
+		if n := v - before.byResource[k]; n > 0 {
+			d[k] = n
+		}
+	}
+	return d
+}
+
+func label(line, name string) string {
+	_, rest, ok := strings.Cut(line, name+`="`)
+	if !ok {
+		return ""
+	}
+	v, _, _ := strings.Cut(rest, `"`)
+	return v
 }
 
 // patches reads the apiserver's request counters.
@@ -307,7 +332,7 @@ func patches(ctx context.Context, b *testing.B, cs kubernetes.Interface) request
 	if err != nil {
 		b.Fatal(err)
 	}
-	var rc requestCounts
+	rc := requestCounts{byResource: map[string]int64{}}
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	sc.Buffer(make([]byte, 1<<20), 1<<22)
 	for sc.Scan() {
@@ -331,6 +356,7 @@ func patches(ctx context.Context, b *testing.B, cs kubernetes.Interface) request
 			continue
 		}
 		rc.mutating += int64(v)
+		rc.byResource[label(line, "verb")+" "+label(line, "resource")] += int64(v)
 		if strings.Contains(line, `verb="PATCH"`) && strings.Contains(line, `resource="deployments"`) {
 			rc.deployments += int64(v)
 		}
