@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"flag"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,9 +15,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -44,6 +47,7 @@ func main() {
 		leaseDuration        time.Duration
 		renewDeadline        time.Duration
 		retryPeriod          time.Duration
+		watchNamespaces      string
 	)
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
@@ -61,6 +65,9 @@ func main() {
 		"Serve metrics over HTTPS, allowing only callers the apiserver authenticates and authorizes.")
 	flag.StringVar(&metricsCertPath, "metrics-cert-path", "",
 		"Directory with tls.crt and tls.key for the metrics server; empty means a self-signed certificate.")
+	flag.StringVar(&watchNamespaces, "watch-namespaces", "",
+		"Comma-separated namespaces whose RebootPolicies and Memcacheds (and their workloads) the manager watches; "+
+			"empty watches all. NSScalers are cluster-scoped and keep selecting namespaces across the cluster.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz endpoints bind to.")
 	flag.BoolVar(&enableLeaderElection, "leader-elect", false,
 		"Elect a leader so that only one replica of the manager acts at a time.")
@@ -92,6 +99,11 @@ func main() {
 		setupLog.Error(err, "invalid --controllers")
 		os.Exit(2)
 	}
+	cacheOpts, err := cacheOptions(watchNamespaces)
+	if err != nil {
+		setupLog.Error(err, "invalid --watch-namespaces")
+		os.Exit(2)
+	}
 
 	var tlsOpts []func(*tls.Config)
 	if !enableHTTP2 {
@@ -121,6 +133,7 @@ func main() {
 	restConfig.QPS, restConfig.Burst = float32(*apiQPS), *apiBurst
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                  scheme,
+		Cache:                   cacheOpts,
 		Metrics:                 metricsOpts,
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          enableLeaderElection,
@@ -174,4 +187,27 @@ func main() {
 		setupLog.Error(err, "manager stopped with an error")
 		os.Exit(1)
 	}
+}
+
+// cacheOptions restricts the manager's cache to the given namespaces (all
+// when empty). Namespaced objects elsewhere are then neither listed nor
+// watched, so their events never reach a controller; cluster-scoped objects
+// (NSScalers, CRDs) are cached as before, and the NSScaler controller keeps
+// its own cluster-wide workload cache.
+func cacheOptions(namespaces string) (cache.Options, error) {
+	var opts cache.Options
+	for _, ns := range strings.Split(namespaces, ",") {
+		ns = strings.TrimSpace(ns)
+		if ns == "" {
+			continue
+		}
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return cache.Options{}, fmt.Errorf("namespace %q: %s", ns, strings.Join(errs, "; "))
+		}
+		if opts.DefaultNamespaces == nil {
+			opts.DefaultNamespaces = map[string]cache.Config{}
+		}
+		opts.DefaultNamespaces[ns] = cache.Config{}
+	}
+	return opts, nil
 }

@@ -255,6 +255,20 @@ func TestHelmValues(t *testing.T) {
 			wantErr: "does not match pattern",
 		},
 		{
+			name: "watch namespaces",
+			set:  []string{"--set", "watchNamespaces={team-a,team-b}"},
+			check: func(t *testing.T, _ objectSet, dep *appsv1.Deployment) {
+				if !slices.Contains(dep.Spec.Template.Spec.Containers[0].Args, "--watch-namespaces=team-a,team-b") {
+					t.Errorf("args %v", dep.Spec.Template.Spec.Containers[0].Args)
+				}
+			},
+		},
+		{
+			name:    "watch namespace not a namespace name (values.schema.json)",
+			set:     []string{"--set", "watchNamespaces={Team_A}"},
+			wantErr: "does not match pattern",
+		},
+		{
 			name:    "exec probes without RebootPolicy",
 			set:     []string{"--set", "execProbes.enabled=true", "--set", "execProbes.existingConfigMap=x", "--set", "controllers.rebootpolicy.enabled=false"},
 			wantErr: "needs controllers.rebootpolicy.enabled",
