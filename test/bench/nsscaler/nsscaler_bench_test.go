@@ -145,8 +145,9 @@ func runOnce(b *testing.B) {
 		mgr.DumpLogsOnFailure(b.Failed())
 	}()
 
-	startRSS, _ := memory(b, mgr.Pid())
-	b.Logf("manager ready (caches synced with %d Deployments): RSS %.1f MiB", workloads, startRSS)
+	startRSS, syncHWM := memory(b, mgr.Pid())
+	b.Logf("manager ready (caches synced with %d Deployments): RSS %.1f MiB (peak so far %.1f MiB)", workloads, startRSS, syncHWM)
+	sampler := sampleMemory(mgr.Pid())
 
 	before := patches(ctx, b, cs)
 	start = time.Now()
@@ -163,6 +164,7 @@ func runOnce(b *testing.B) {
 		return c.Get(ctx, client.ObjectKey{Name: "bench"}, &s) == nil && s.Status.ParkedWorkloads == workloads && s.Status.Done
 	})
 	park := time.Since(start)
+	sampler.phase("idle")
 	if !allReplicas(ctx, b, c, keys, true) {
 		b.Fatal("status reports every Deployment parked, but some are not")
 	}
@@ -177,6 +179,7 @@ func runOnce(b *testing.B) {
 		b.Logf("writes while idle: %v", idleAfter.since(idleBefore))
 	}
 
+	sampler.phase("restore")
 	start = time.Now()
 	if err := c.Delete(ctx, &scalingv1alpha1.NSScaler{ObjectMeta: metav1.ObjectMeta{Name: "bench"}}); err != nil {
 		b.Fatal(err)
@@ -192,6 +195,7 @@ func runOnce(b *testing.B) {
 	afterRestore := patches(ctx, b, cs)
 	restoreWrites := float64(afterRestore.deployments-idleAfter.deployments) / workloads
 	rss, hwm := memory(b, mgr.Pid())
+	b.Logf("largest RSS seen per phase (anon + file-backed pages of the binary): %s", sampler.stop())
 
 	b.ReportMetric(park.Seconds(), "park-s")
 	b.ReportMetric(restore.Seconds(), "restore-s")
@@ -362,6 +366,79 @@ func patches(ctx context.Context, b *testing.B, cs kubernetes.Interface) request
 		}
 	}
 	return rc
+}
+
+// memorySampler polls a process's resident set and keeps the largest per
+// phase, split into anonymous memory (heap, stacks) and file-backed pages
+// (the mapped binary), to tell where a peak comes from.
+type memorySampler struct {
+	mu    sync.Mutex
+	cur   string
+	order []string
+	max   map[string][3]float64 // rss, anon, file (MiB)
+	done  chan struct{}
+	wg    sync.WaitGroup
+}
+
+func sampleMemory(pid int) *memorySampler {
+	m := &memorySampler{cur: "park", order: []string{"park"}, max: map[string][3]float64{}, done: make(chan struct{})}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-m.done:
+				return
+			case <-t.C:
+			}
+			raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+			if err != nil {
+				continue
+			}
+			var v [3]float64
+			for _, line := range strings.Split(string(raw), "\n") {
+				f := strings.Fields(line)
+				if len(f) < 2 {
+					continue
+				}
+				kb, _ := strconv.ParseFloat(f[1], 64)
+				switch f[0] {
+				case "VmRSS:":
+					v[0] = kb / 1024
+				case "RssAnon:":
+					v[1] = kb / 1024
+				case "RssFile:":
+					v[2] = kb / 1024
+				}
+			}
+			m.mu.Lock()
+			if v[0] > m.max[m.cur][0] {
+				m.max[m.cur] = v
+			}
+			m.mu.Unlock()
+		}
+	}()
+	return m
+}
+
+func (m *memorySampler) phase(name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.cur = name
+	m.order = append(m.order, name)
+}
+
+func (m *memorySampler) stop() string {
+	close(m.done)
+	m.wg.Wait()
+	var parts []string
+	for _, p := range m.order {
+		v := m.max[p]
+		parts = append(parts, fmt.Sprintf("%s %.1f MiB (anon %.1f, file %.1f)", p, v[0], v[1], v[2]))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // memory returns the manager's resident and peak resident set in MiB.
