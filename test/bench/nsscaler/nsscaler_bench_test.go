@@ -393,26 +393,11 @@ func sampleMemory(pid int) *memorySampler {
 				return
 			case <-t.C:
 			}
-			raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+			st, err := procStatusMiB(pid)
 			if err != nil {
 				continue
 			}
-			var v [3]float64
-			for _, line := range strings.Split(string(raw), "\n") {
-				f := strings.Fields(line)
-				if len(f) < 2 {
-					continue
-				}
-				kb, _ := strconv.ParseFloat(f[1], 64)
-				switch f[0] {
-				case "VmRSS:":
-					v[0] = kb / 1024
-				case "RssAnon:":
-					v[1] = kb / 1024
-				case "RssFile:":
-					v[2] = kb / 1024
-				}
-			}
+			v := [3]float64{st["VmRSS"], st["RssAnon"], st["RssFile"]}
 			m.mu.Lock()
 			if v[0] > m.max[m.cur][0] {
 				m.max[m.cur] = v
@@ -443,24 +428,28 @@ func (m *memorySampler) stop() string {
 
 // memory returns the manager's resident and peak resident set in MiB.
 func memory(b *testing.B, pid int) (rss, hwm float64) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	st, err := procStatusMiB(pid)
 	if err != nil {
 		b.Fatal(err)
 	}
+	return st["VmRSS"], st["VmHWM"]
+}
+
+// procStatusMiB reads the kB fields of /proc/<pid>/status, in MiB.
+func procStatusMiB(pid int) (map[string]float64, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
 	for _, line := range strings.Split(string(raw), "\n") {
 		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		kb, _ := strconv.ParseFloat(f[1], 64)
-		switch f[0] {
-		case "VmRSS:":
-			rss = kb / 1024
-		case "VmHWM:":
-			hwm = kb / 1024
+		if len(f) == 3 && f[2] == "kB" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			out[strings.TrimSuffix(f[0], ":")] = kb / 1024
 		}
 	}
-	return rss, hwm
+	return out, nil
 }
 
 // deploymentMeta names a Deployment for a patch whose response is metadata
