@@ -100,5 +100,5 @@ spec: {namespacePrefix: elsewhere}
 		g.Expect(conditions(g, "elsewhere")).To(BeEmpty())
 		err := admin.Get(ctx, client.ObjectKey{Namespace: "elsewhere", Name: "cache"}, &appsv1.Deployment{})
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "a Deployment for the unwatched Memcached: %v", err)
-	}).WithTimeout(3*time.Second).WithPolling(250*time.Millisecond).Should(Succeed())
+	}).WithTimeout(3 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
 }
