@@ -59,33 +59,14 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	c, err := startWorkingCluster(ctx)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the e2e cluster:", err)
-		return 1
-	}
-	defer c.Stop()
-	kc = c
-	if _, err := c.Kubectl(ctx, "apply", "--server-side", "-f", filepath.Join(testenv.RepoRoot(), "config", "crd", "bases")); err != nil {
-		fmt.Fprintln(os.Stderr, "installing CRDs:", err)
-		return 1
-	}
-	if _, err := c.Kubectl(ctx, "wait", "--for=condition=Established", "crd/memcacheds.cache.runbook.dev", "--timeout=60s"); err != nil {
-		fmt.Fprintln(os.Stderr, "waiting for the CRD:", err)
-		return 1
-	}
-	dir, err := os.MkdirTemp("", "memcached-e2e-")
+	suite, err := cluster.StartSuite(ctx, cluster.Options{Nodes: 3, NamePrefix: "memcached"})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	bin, err := cluster.BuildManager(ctx, dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	mgr, err = cluster.StartManager(ctx, bin, c.Kubeconfig, "--controllers=memcached")
+	defer suite.Stop()
+	kc = suite.Cluster
+	mgr, err = cluster.StartManager(ctx, suite.ManagerBinary, kc.Kubeconfig, "--controllers=memcached")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -96,36 +77,12 @@ func run(m *testing.M) int {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(cachev1alpha1.AddToScheme(scheme))
-	cl, err = client.New(c.Config, client.Options{Scheme: scheme})
+	cl, err = client.New(kc.Config, client.Options{Scheme: scheme})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	return m.Run()
-}
-
-// startWorkingCluster starts the kwok cluster and checks that its
-// kube-controller-manager runs: on an overloaded machine it can give up at
-// start-up (the apiserver is not healthy in time) and nothing restarts it,
-// so pods would never be created. The sign of a working one is the
-// "default" ServiceAccount its serviceaccount controller creates. One more
-// cluster is tried before giving up.
-func startWorkingCluster(ctx context.Context) (*cluster.Cluster, error) {
-	var lastErr error
-	for attempt := 1; attempt <= 2; attempt++ {
-		c, err := cluster.Start(ctx, cluster.Options{Nodes: 3, NamePrefix: "memcached"})
-		if err != nil {
-			return nil, err
-		}
-		_, err = c.Kubectl(ctx, "wait", "--for=create", "serviceaccount/default", "-n", "default", "--timeout=120s")
-		if err == nil {
-			return c, nil
-		}
-		lastErr = fmt.Errorf("attempt %d: kube-controller-manager of cluster %s is not working (no default ServiceAccount): %w", attempt, c.Name, err)
-		fmt.Fprintln(os.Stderr, lastErr)
-		c.Stop()
-	}
-	return nil, lastErr
 }
 
 // createNamespace creates a namespace that enforces the restricted Pod

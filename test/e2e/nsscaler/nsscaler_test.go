@@ -9,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -27,7 +26,6 @@ import (
 
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
 	"github.com/runbook-dev/runbook/test/cluster"
-	"github.com/runbook-dev/runbook/test/testenv"
 )
 
 const (
@@ -53,17 +51,14 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	c, err := cluster.Start(ctx, cluster.Options{Nodes: 3, NamePrefix: "nsscaler"})
+	suite, err := cluster.StartSuite(ctx, cluster.Options{Nodes: 3, NamePrefix: "nsscaler"})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the e2e cluster:", err)
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer c.Stop()
+	defer suite.Stop()
+	c := suite.Cluster
 	kc = c
-	if _, err := c.Kubectl(ctx, "apply", "--server-side", "-f", filepath.Join(testenv.RepoRoot(), "config/crd/bases")); err != nil {
-		fmt.Fprintln(os.Stderr, "installing CRDs:", err)
-		return 1
-	}
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(scalingv1alpha1.AddToScheme(scheme))
@@ -71,17 +66,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	dir, err := os.MkdirTemp("", "nsscaler-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	bin, err := cluster.BuildManager(ctx, dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
+	bin := suite.ManagerBinary
 	if _, err := c.Kubectl(ctx, "create", "namespace", "runbook-system"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -72,18 +72,14 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	logf.SetLogger(logr.Discard())
-	c, err := cluster.Start(ctx, cluster.Options{Nodes: 3, NamePrefix: "ops"})
+	suite, err := cluster.StartSuite(ctx, cluster.Options{Nodes: 3, NamePrefix: "ops"})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the e2e cluster:", err)
-		return 1
-	}
-	defer c.Stop()
-	kc = c
-	if workDir, err = os.MkdirTemp("", "ops-e2e-"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(workDir)
+	defer suite.Stop()
+	kc = suite.Cluster
+	workDir, managerBin = suite.WorkDir, suite.ManagerBinary
 	if err := setup(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "setting up the operations suite:", err)
 		return 1
@@ -92,15 +88,6 @@ func run(m *testing.M) int {
 }
 
 func setup(ctx context.Context) error {
-	root := testenv.RepoRoot()
-	if _, err := kc.Kubectl(ctx, "apply", "--server-side", "-f", filepath.Join(root, "config", "crd", "bases")); err != nil {
-		return fmt.Errorf("installing CRDs: %w", err)
-	}
-	for _, crd := range []string{"rebootpolicies.autoreboot.runbook.dev", "memcacheds.cache.runbook.dev", "nsscalers.scaling.runbook.dev"} {
-		if _, err := kc.Kubectl(ctx, "wait", "--for=condition=Established", "crd/"+crd, "--timeout=120s"); err != nil {
-			return err
-		}
-	}
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(autorebootv1alpha1.AddToScheme(scheme))
@@ -108,9 +95,6 @@ func setup(ctx context.Context) error {
 	utilruntime.Must(scalingv1alpha1.AddToScheme(scheme))
 	var err error
 	if k8s, err = client.New(kc.Config, client.Options{Scheme: scheme}); err != nil {
-		return err
-	}
-	if managerBin, err = cluster.BuildManager(ctx, workDir); err != nil {
 		return err
 	}
 	if _, err := kc.Kubectl(ctx, "create", "namespace", systemNamespace); err != nil {

@@ -23,7 +23,6 @@ import (
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 	"github.com/runbook-dev/runbook/test/cluster"
-	"github.com/runbook-dev/runbook/test/testenv"
 )
 
 var (
@@ -40,21 +39,14 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	c, err := cluster.Start(ctx, cluster.Options{Nodes: 3, NamePrefix: "rbp"})
+	suite, err := cluster.StartSuite(ctx, cluster.Options{Nodes: 3, NamePrefix: "rbp"})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the e2e cluster:", err)
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer c.Stop()
+	defer suite.Stop()
+	c := suite.Cluster
 	kc = c
-	if _, err := c.Kubectl(ctx, "apply", "--server-side", "-f", filepath.Join(testenv.RepoRoot(), "config/crd/bases/autoreboot.runbook.dev_rebootpolicies.yaml")); err != nil {
-		fmt.Fprintln(os.Stderr, "installing the CRD:", err)
-		return 1
-	}
-	if _, err := c.Kubectl(ctx, "wait", "--for=condition=Established", "crd/rebootpolicies.autoreboot.runbook.dev", "--timeout=60s"); err != nil {
-		fmt.Fprintln(os.Stderr, "waiting for the CRD:", err)
-		return 1
-	}
 	logf.SetLogger(logr.Discard())
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
@@ -64,22 +56,12 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "client:", err)
 		return 1
 	}
-	work, err := os.MkdirTemp("", "rbp-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(work)
-	execDir = filepath.Join(work, "probes")
+	execDir = filepath.Join(suite.WorkDir, "probes")
 	if err := os.Mkdir(execDir, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	bin, err := cluster.BuildManager(ctx, work)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
+	bin := suite.ManagerBinary
 	mgr, err = cluster.StartManager(ctx, bin, c.Kubeconfig, "--controllers=rebootpolicy", "--exec-probe-dir="+execDir, "--zap-log-level=info")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the manager:", err)
