@@ -9,6 +9,8 @@ export PATH := $(K8S_BIN):$(BIN):$(PATH)
 
 ## Pinned tool versions (they must build with Go 1.26.8).
 CONTROLLER_GEN_VERSION ?= v0.23.0
+# prometheus-operator whose ServiceMonitor CRD the tests validate against.
+PROMETHEUS_OPERATOR_VERSION ?= v0.95.2
 KUSTOMIZE_VERSION ?= v5.8.2
 GOLANGCI_LINT_VERSION ?= v2.15.0
 HELM_VERSION ?= v3.22.0
@@ -181,5 +183,9 @@ helm-template: $(HELM) ## Render the chart with its default values.
 	$(HELM) template runbook charts/runbook --namespace runbook-system
 
 .PHONY: docs-rbac
+.PHONY: servicemonitor-crd
+servicemonitor-crd: $(CONTROLLER_GEN) ## Regenerate the ServiceMonitor CRD test fixture from prometheus-operator's API types.
+	hack/servicemonitor-crd.sh $(PROMETHEUS_OPERATOR_VERSION) $(CONTROLLER_GEN)
+
 docs-rbac: manifests ## Rewrite the RBAC rules table of docs/security.md from config/rbac/role.yaml.
 	UPDATE_RBAC_DOC=1 go test -count=1 -run TestSecurityDocListsTheRBACRules ./test/install/

@@ -120,10 +120,32 @@ func TestServerSideDryRun(t *testing.T) {
 		a.dryRun(t, out)
 	})
 
-	t.Run("config/default with network policy and exec probe scripts", func(t *testing.T) {
-		// The ServiceMonitor needs the Prometheus Operator's CRD, which is not
-		// installed here; TestKustomizeOptionalParts checks it.
-		out := kustomizeBuild(t, enableOptional(t, "- ../network-policy", "components:", "- ../exec-probes"))
+	// prometheus-operator's ServiceMonitor CRD with its real schema: a
+	// rendered ServiceMonitor with a wrong field fails the dry-run below.
+	a.run(t, nil, "apply", "--server-side", "-f", testenv.ServiceMonitorCRD())
+	a.run(t, nil, "wait", "--for=condition=Established", "crd/servicemonitors.monitoring.coreos.com", "--timeout=2m")
+
+	t.Run("a ServiceMonitor with a misplaced field is refused", func(t *testing.T) {
+		// Positive control: the CRD really validates.
+		bad := []byte(`apiVersion: monitoring.coreos.com/v1
+kind: ServiceMonitor
+metadata: {name: bad, namespace: default}
+spec:
+  selector: {matchLabels: {app: x}}
+  endpoints: [{port: metrics, scrapeInterval: 30s}]
+`)
+		_, err := runCommand(testenv.RepoRoot(), bad, nil, a.kubectl, "--kubeconfig", a.kubeconfig,
+			"apply", "--server-side", "--dry-run=server", "-f", "-")
+		if err == nil || !strings.Contains(err.Error(), "scrapeInterval") {
+			t.Fatalf("a ServiceMonitor endpoint with an unknown field was accepted: %v", err)
+		}
+	})
+
+	t.Run("config/default with ServiceMonitor, network policy and exec probe scripts", func(t *testing.T) {
+		out := kustomizeBuild(t, enableOptional(t, "- ../prometheus", "- ../network-policy", "components:", "- ../exec-probes"))
+		if len(objectSet(decodeObjects(t, out)).ofKind("ServiceMonitor")) != 1 {
+			t.Fatal("config/prometheus renders no ServiceMonitor")
+		}
 		a.createNamespaces(t, out)
 		a.dryRun(t, out)
 	})
@@ -134,6 +156,8 @@ func TestServerSideDryRun(t *testing.T) {
 		a.dryRun(t, mustHelmTemplate(t, helmNamespace,
 			"--set", "metrics.networkPolicy.enabled=true", "--set", "execProbes.enabled=true",
 			"--set-string", "execProbes.scripts.check\\.sh=#!/bin/sh\nexit 0\n"))
+		a.dryRun(t, mustHelmTemplate(t, helmNamespace,
+			"--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.serviceMonitor.labels.release=prom"))
 	})
 }
 

@@ -35,3 +35,10 @@ func RequireBinaries(names ...string) error {
 	}
 	return nil
 }
+
+// ServiceMonitorCRD is prometheus-operator's ServiceMonitor CRD with its
+// real schema (`make servicemonitor-crd` regenerates it from the pinned
+// module), for tests that install it.
+func ServiceMonitorCRD() string {
+	return filepath.Join(RepoRoot(), "test", "testdata", "crds", "monitoring.coreos.com_servicemonitors.yaml")
+}

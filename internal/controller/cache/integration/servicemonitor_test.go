@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -11,31 +12,29 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	cachev1alpha1 "github.com/runbook-dev/runbook/api/cache/v1alpha1"
 	cachecontroller "github.com/runbook-dev/runbook/internal/controller/cache"
+	"github.com/runbook-dev/runbook/test/testenv"
 )
 
-// serviceMonitorCRD is a stand-in for prometheus-operator's CRD: same
-// group, version and kind, schema left open.
-func serviceMonitorCRD() *apiextensionsv1.CustomResourceDefinition {
-	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "servicemonitors.monitoring.coreos.com"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "monitoring.coreos.com",
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "servicemonitors", Singular: "servicemonitor", Kind: "ServiceMonitor", ListKind: "ServiceMonitorList"},
-			Scope: apiextensionsv1.NamespaceScoped,
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name: "v1", Served: true, Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object", XPreserveUnknownFields: ptr.To(true),
-				}},
-			}},
-		},
+// serviceMonitorCRD is prometheus-operator's CRD with its real schema, so
+// a ServiceMonitor field the controller misspells or misplaces is refused
+// (or pruned and caught below) as in a real cluster.
+func serviceMonitorCRD(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	raw, err := os.ReadFile(testenv.ServiceMonitorCRD())
+	if err != nil {
+		t.Fatal(err)
 	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.UnmarshalStrict(raw, crd); err != nil {
+		t.Fatalf("%s: %v", testenv.ServiceMonitorCRD(), err)
+	}
+	return crd
 }
 
 func TestServiceMonitorOnlyWhenTheKindExists(t *testing.T) {
@@ -49,7 +48,7 @@ func TestServiceMonitorOnlyWhenTheKindExists(t *testing.T) {
 	// The CRD stays installed once a run created it (deleting a CRD is
 	// asynchronous and the manager's RESTMapper keeps a kind it has seen);
 	// with -count > 1 later runs start from "installed".
-	crd := serviceMonitorCRD()
+	crd := serviceMonitorCRD(t)
 	if err := env.client.Get(ctx, client.ObjectKeyFromObject(crd), crd); apierrors.IsNotFound(err) {
 		// No prometheus-operator: the exporter runs, the condition says
 		// why there is no ServiceMonitor.
@@ -58,7 +57,7 @@ func TestServiceMonitorOnlyWhenTheKindExists(t *testing.T) {
 			g.Expect(d.Spec.Template.Spec.Containers).To(HaveLen(2))
 		})
 		// prometheus-operator gets installed.
-		crd = serviceMonitorCRD()
+		crd = serviceMonitorCRD(t)
 		create(t, crd)
 	} else {
 		g.Expect(err).NotTo(HaveOccurred())
@@ -88,6 +87,13 @@ func TestServiceMonitorOnlyWhenTheKindExists(t *testing.T) {
 	endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
 	g.Expect(endpoints).To(ConsistOf(HaveKeyWithValue("port", "metrics")))
 	g.Expect(endpoints[0]).To(HaveKeyWithValue("interval", "15s"))
+	g.Expect(endpoints[0]).To(HaveKeyWithValue("path", "/metrics"))
+	// The real schema prunes unknown fields silently: everything the
+	// controller writes must have survived.
+	match, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
+	g.Expect(match).NotTo(BeEmpty())
+	names, _, _ := unstructured.NestedStringSlice(sm.Object, "spec", "namespaceSelector", "matchNames")
+	g.Expect(names).To(Equal([]string{ns}))
 	eventuallyCondition(t, ns, "monitored", cachev1alpha1.ConditionDegraded, metav1.ConditionFalse, cachecontroller.ReasonAsExpected)
 
 	// Disabling it deletes it.
