@@ -247,3 +247,40 @@ func TestPendingTriggerWaitsForAPausedTarget(t *testing.T) {
 		t.Fatal("resumed target not restarted")
 	}
 }
+
+func TestPendingTriggerWaitsForAMissingTarget(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	f := newFakeProbers()
+	f.setResults("health", ok)
+	fx := newReconcileFixture(t, f, pendingPolicy(now.Add(-10*time.Second)))
+	fx.reconcile(t)
+	rbp := fx.rbp(t)
+	if _, pending := pendingSince(rbp.Status.Policies); !pending {
+		t.Fatal("trigger dropped while no target exists")
+	}
+	if c := conditionOf(rbp, autorebootv1alpha1.ConditionDegraded); c == nil || c.Reason != autorebootv1alpha1.ReasonTargetNotFound {
+		t.Fatalf("Degraded = %+v, want TargetNotFound", c)
+	}
+	// A workload created after the trigger already runs fresh pods: the
+	// trigger is done without a restart.
+	if err := fx.c.Create(context.Background(), rolledOutDeployment(now.Add(-5*time.Second))); err != nil {
+		t.Fatal(err)
+	}
+	fx.reconcile(t)
+	st := fx.rbp(t).Status
+	if _, pending := pendingSince(st.Policies); pending || st.RestartCount != 0 {
+		t.Fatalf("after the target appeared: pending=%v restartCount=%d", pending, st.RestartCount)
+	}
+	if fx.deployment(t).Spec.Template.Annotations[autorebootv1alpha1.RestartedAtAnnotation] != "" {
+		t.Fatal("a target created after the trigger was restarted")
+	}
+}
+
+func conditionOf(rbp *autorebootv1alpha1.RebootPolicy, typ string) *metav1.Condition {
+	for i := range rbp.Status.Conditions {
+		if rbp.Status.Conditions[i].Type == typ {
+			return &rbp.Status.Conditions[i]
+		}
+	}
+	return nil
+}
