@@ -49,6 +49,8 @@ func registerControllers(reg *registry.Registry, scheme *runtime.Scheme, fs *fla
 	operatorNamespace := fs.String("operator-namespace", os.Getenv("POD_NAMESPACE"),
 		"The operator's own namespace, which NSScalers never park (default $POD_NAMESPACE).")
 	nsscalerWrites := fs.Int("nsscaler-write-concurrency", 16, "Workload writes the nsscaler controller keeps in flight.")
+	nsscalerQPS := fs.Float64("nsscaler-write-qps", 0,
+		"Workload writes per second the nsscaler controller may send; 0: no limit but --nsscaler-write-concurrency.")
 	reg.Add("nsscaler", func(mgr ctrl.Manager) error {
 		metrics, err := scalingcontroller.NewMetrics(crmetrics.Registry)
 		if err != nil {
@@ -63,6 +65,7 @@ func registerControllers(reg *registry.Registry, scheme *runtime.Scheme, fs *fla
 			Metrics:           metrics,
 			OperatorNamespace: *operatorNamespace,
 			WriteConcurrency:  *nsscalerWrites,
+			WriteQPS:          *nsscalerQPS,
 		}).SetupWithManager(mgr)
 	})
 	// memcached: Memcached caches (cache.runbook.dev), see docs/memcached.md.

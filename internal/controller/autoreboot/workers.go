@@ -94,7 +94,11 @@ func (w *Workers) Start(ctx context.Context) error {
 	<-ctx.Done()
 	w.mu.Lock()
 	for _, wk := range w.workers {
-		wk.cancel()
+		// A worker declared before a Start whose context had already ended
+		// was never launched.
+		if wk.cancel != nil {
+			wk.cancel()
+		}
 	}
 	w.mu.Unlock()
 	w.wg.Wait()

@@ -269,3 +269,17 @@ func TestWorkerSchedule(t *testing.T) {
 		t.Fatalf("schedule = %s %s %s (timeout must not exceed the period)", period, timeout, delay)
 	}
 }
+
+func TestStartWithAnEndedContextLaunchesNothing(t *testing.T) {
+	w := NewWorkers(clocktesting.NewFakeClock(time.Now()), newFakeProbers(), NewMetrics(), logr.Discard())
+	obj := types.NamespacedName{Namespace: "ns", Name: "a"}
+	w.Ensure(obj, []workerSpec{probeSpec(obj, "p", 1, "h")})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if w.Len() != 1 {
+		t.Fatalf("%d workers declared, want 1 (declared, never launched)", w.Len())
+	}
+}

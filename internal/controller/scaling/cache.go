@@ -56,20 +56,27 @@ func protobufConfig(mgr ctrl.Manager) *rest.Config {
 }
 
 // newWorkloadWriter is the client for workload patches: the manager's HTTP
-// client and mapper, protobuf responses.
-func newWorkloadWriter(mgr ctrl.Manager) (client.Client, error) {
-	cfg := protobufConfig(mgr)
-	// No client-side rate limit: --nsscaler-write-concurrency already
-	// bounds the writes in flight, and the apiserver's priority and fairness
-	// protects it. A token bucket at the manager's --kube-api-qps would make
-	// a park of thousands of workloads take thousands/qps seconds however
-	// idle the apiserver is.
-	cfg.QPS, cfg.Burst = -1, 0
-	c, err := client.New(cfg, client.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+// client and mapper, protobuf responses. Its only client-side rate limit is
+// qps when positive: otherwise the write concurrency bounds it, and the
+// apiserver's priority and fairness protects the server. The manager's
+// --kube-api-qps token bucket would make a park of thousands of workloads
+// take thousands/qps seconds however idle the apiserver is.
+func newWorkloadWriter(mgr ctrl.Manager, qps float64) (client.Client, error) {
+	c, err := client.New(writerRateLimit(protobufConfig(mgr), qps), client.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
 	if err != nil {
 		return nil, fmt.Errorf("building the nsscaler workload client: %w", err)
 	}
 	return c, nil
+}
+
+// writerRateLimit sets cfg's client-side rate limit: qps when positive, none
+// otherwise (client-go treats a negative QPS as no token bucket).
+func writerRateLimit(cfg *rest.Config, qps float64) *rest.Config {
+	cfg.QPS, cfg.Burst = -1, 0
+	if qps > 0 {
+		cfg.QPS, cfg.Burst = float32(qps), max(1, int(qps))
+	}
+	return cfg
 }
 
 // managedCache makes the manager treat the cache as one of its caches.

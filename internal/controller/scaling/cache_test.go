@@ -8,6 +8,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 )
 
@@ -63,5 +65,35 @@ func TestTrimObjectKeepsWhatTheControllerReads(t *testing.T) {
 	ns, _ := trimObject(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Labels: map[string]string{"env": "dev"}, Annotations: map[string]string{"a": "b"}}})
 	if got := ns.(*corev1.Namespace); got.Labels["env"] != "dev" || got.Annotations != nil {
 		t.Fatalf("namespace trimmed to %+v; labels must stay (selectors read them)", got.ObjectMeta)
+	}
+}
+
+func TestWriterRateLimit(t *testing.T) {
+	base := &rest.Config{Host: "https://127.0.0.1:6443", QPS: 50, Burst: 100}
+	cases := []struct {
+		name        string
+		qps         float64
+		wantLimiter bool
+		wantQPS     float32
+	}{
+		{"default: no token bucket, the write concurrency bounds the writes", 0, false, 0},
+		{"--nsscaler-write-qps=20", 20, true, 20},
+		{"below one per second", 0.5, true, 0.5},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := writerRateLimit(rest.CopyConfig(base), tc.qps)
+			cs, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rl := cs.AppsV1().RESTClient().GetRateLimiter()
+			if (rl != nil) != tc.wantLimiter {
+				t.Fatalf("rate limiter %v, want one: %v", rl, tc.wantLimiter)
+			}
+			if rl != nil && rl.QPS() != tc.wantQPS {
+				t.Fatalf("QPS %v, want %v", rl.QPS(), tc.wantQPS)
+			}
+		})
 	}
 }

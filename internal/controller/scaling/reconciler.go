@@ -74,6 +74,9 @@ type Reconciler struct {
 	OperatorNamespace string
 	// WriteConcurrency bounds the workload writes in flight (default 16).
 	WriteConcurrency int
+	// WriteQPS, when positive, also caps the workload writes per second
+	// (a gentler park of thousands of workloads on a busy apiserver).
+	WriteQPS float64
 
 	protected  sets.Set[string]
 	tracker    *writeTracker
@@ -91,7 +94,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.Client = mgr.GetClient()
 	}
 	if r.Writer == nil {
-		w, err := newWorkloadWriter(mgr)
+		w, err := newWorkloadWriter(mgr, r.WriteQPS)
 		if err != nil {
 			return err
 		}

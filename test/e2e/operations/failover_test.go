@@ -189,10 +189,11 @@ func TestLeaderFailover(t *testing.T) {
 	}
 
 	leaseID := "ops-failover-" + sfx
-	// One write in flight makes the park take long enough to be caught in
-	// the middle.
+	// One write in flight, ten a second: the park of 100 Deployments takes
+	// about 10 s, long enough to be caught in the middle whatever the
+	// machine's speed.
 	args := append(leaderElectionArgs(leaseID, lease, renew, retry),
-		"--controllers=nsscaler,rebootpolicy", "--nsscaler-write-concurrency=1")
+		"--controllers=nsscaler,rebootpolicy", "--nsscaler-write-concurrency=1", "--nsscaler-write-qps=10")
 	leader, standby, leaderID := startPair(t, leaseID, args...)
 	for _, web := range webs {
 		waitBaseline(t, rbpNS, web)
