@@ -229,7 +229,8 @@ func (r *Reconciler) handlePending(ctx context.Context, rbp *autorebootv1alpha1.
 		// Restarted for this very trigger by a reconcile (maybe of a leader
 		// that has died since) whose status write was lost: count it once.
 		if t.restartID == restartID(rbp) && !t.restartedAt.IsZero() &&
-			(st.LastRestartTime == nil || st.LastRestartTime.Time.Before(t.restartedAt)) {
+			// Status times have whole seconds, the annotation finer ones.
+			(st.LastRestartTime == nil || st.LastRestartTime.Time.Before(t.restartedAt.Truncate(time.Second))) {
 			st.RestartCount++
 			st.LastRestartTime = &metav1.Time{Time: t.restartedAt}
 			recognised = append(recognised, string(t.kind)+"/"+t.obj.GetName())

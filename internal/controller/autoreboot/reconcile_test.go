@@ -284,3 +284,37 @@ func conditionOf(rbp *autorebootv1alpha1.RebootPolicy, typ string) *metav1.Condi
 	}
 	return nil
 }
+
+// Two restarts at the same clock reading must still change the pod
+// template, or the second rolls nothing.
+func TestSecondRestartInTheSameInstantChangesTheTemplate(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) // the fake clock's start
+	f := newFakeProbers()
+	f.setResults("health", ok)
+	rbp := pendingPolicy(now)
+	rbp.Spec.MinRestartInterval = &metav1.Duration{}
+	dep := rolledOutDeployment(now.Add(-time.Hour))
+	dep.Annotations = map[string]string{autorebootv1alpha1.RestartIDAnnotation: "rbp/an-earlier-trigger"}
+	dep.Spec.Template.Annotations = map[string]string{autorebootv1alpha1.RestartedAtAnnotation: restartStamp(now)}
+	fx := newReconcileFixture(t, f, rbp, dep)
+	fx.reconcile(t)
+	got := fx.deployment(t).Spec.Template.Annotations[autorebootv1alpha1.RestartedAtAnnotation]
+	if got == restartStamp(now) {
+		t.Fatalf("restartedAt unchanged (%s): the second restart would roll nothing", got)
+	}
+	if st := fx.rbp(t).Status; st.RestartCount != 1 {
+		t.Fatalf("restartCount = %d", st.RestartCount)
+	}
+}
+
+func TestRestartStampKeepsSubSeconds(t *testing.T) {
+	a := time.Date(2026, 1, 1, 0, 0, 1, 100, time.UTC)
+	b := a.Add(400 * time.Millisecond)
+	if restartStamp(a) == restartStamp(b) {
+		t.Fatalf("two restarts in one second share the stamp %s", restartStamp(a))
+	}
+	back, err := time.Parse(time.RFC3339, restartStamp(b))
+	if err != nil || !back.Equal(b) {
+		t.Fatalf("stamp %s does not parse back as RFC 3339: %v %v", restartStamp(b), back, err)
+	}
+}

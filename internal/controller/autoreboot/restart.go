@@ -102,12 +102,25 @@ func restartID(rbp *autorebootv1alpha1.RebootPolicy) string {
 func restartPatch(now time.Time, resourceVersion, id string) client.Patch {
 	body := fmt.Sprintf(`{"metadata":{"resourceVersion":%q,"annotations":{%q:%q}},"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`,
 		resourceVersion, autorebootv1alpha1.RestartIDAnnotation, id,
-		autorebootv1alpha1.RestartedAtAnnotation, now.UTC().Format(time.RFC3339))
+		autorebootv1alpha1.RestartedAtAnnotation, restartStamp(now))
 	return client.RawPatch(types.MergePatchType, []byte(body))
+}
+
+// restartStamp is the restartedAt value: RFC 3339 with sub-second digits,
+// unlike kubectl's whole seconds, so that two restarts within one second
+// (e.g. two changes with no cooldown) change the pod template twice and
+// roll twice instead of the second being a no-op.
+func restartStamp(now time.Time) string {
+	return now.UTC().Format(time.RFC3339Nano)
 }
 
 // restartTarget patches one workload's pod template.
 func (r *Reconciler) restartTarget(ctx context.Context, t targetInfo, now time.Time, id string) error {
+	if !t.restartedAt.IsZero() && restartStamp(now) == restartStamp(t.restartedAt) {
+		// Same clock reading as the last restart (a coarse clock): the
+		// template must still change.
+		now = now.Add(time.Nanosecond)
+	}
 	if err := r.Client.Patch(ctx, t.obj, restartPatch(now, t.obj.GetResourceVersion(), id), client.FieldOwner(FieldManager)); err != nil {
 		return fmt.Errorf("restart %s %s/%s: %w", t.kind, t.obj.GetNamespace(), t.obj.GetName(), err)
 	}
