@@ -95,7 +95,8 @@ func TestMain(m *testing.M) {
 // managerOptions shape one in-process manager.
 type managerOptions struct {
 	writeConcurrency int
-	qps              float32
+	// writeQPS caps the workload writes per second (--nsscaler-write-qps).
+	writeQPS float64
 }
 
 // runningManager is an in-process manager running the nsscaler controller.
@@ -126,11 +127,7 @@ func (m *runningManager) stop(t *testing.T) {
 // when the test ends (after the test's own cleanups registered later).
 func startManager(t *testing.T, opts managerOptions) *runningManager {
 	t.Helper()
-	cfg := rest.CopyConfig(env.Config)
-	if opts.qps > 0 {
-		cfg.QPS, cfg.Burst = opts.qps, int(opts.qps)
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	mgr, err := ctrl.NewManager(rest.CopyConfig(env.Config), ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -153,6 +150,7 @@ func startManager(t *testing.T, opts managerOptions) *runningManager {
 		Metrics:           metrics,
 		OperatorNamespace: operatorNamespace,
 		WriteConcurrency:  opts.writeConcurrency,
+		WriteQPS:          opts.writeQPS,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
