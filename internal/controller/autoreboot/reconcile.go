@@ -228,7 +228,7 @@ func (r *Reconciler) handlePending(ctx context.Context, rbp *autorebootv1alpha1.
 	for _, t := range d.done {
 		// Restarted for this very trigger by a reconcile (maybe of a leader
 		// that has died since) whose status write was lost: count it once.
-		if t.restartID == restartID(rbp) && !t.restartedAt.IsZero() &&
+		if t.restartID == d.id && !t.restartedAt.IsZero() &&
 			// Status times have whole seconds, the annotation finer ones.
 			(st.LastRestartTime == nil || st.LastRestartTime.Time.Before(t.restartedAt.Truncate(time.Second))) {
 			st.RestartCount++
@@ -236,9 +236,8 @@ func (r *Reconciler) handlePending(ctx context.Context, rbp *autorebootv1alpha1.
 			recognised = append(recognised, string(t.kind)+"/"+t.obj.GetName())
 		}
 	}
-	id := restartID(rbp)
 	for _, t := range d.restart {
-		if err := r.restartTarget(ctx, t, now, id); err != nil {
+		if err := r.restartTarget(ctx, t, now, d.id); err != nil {
 			if apierrors.IsConflict(err) {
 				// Target changed since the cached read: decide again.
 				return ctrl.Result{RequeueAfter: staleRetry}, nil, errStaleCache

@@ -22,6 +22,8 @@ const progressRecheck = 10 * time.Second
 
 // restartDecision says what to do with a pending trigger.
 type restartDecision struct {
+	// id is the pending trigger's restart id (see restartID).
+	id string
 	// restart: targets to patch now.
 	restart []targetInfo
 	// skipped: targets that cannot be restarted (paused, OnDelete).
@@ -38,7 +40,7 @@ type restartDecision struct {
 // target is within its cooldown or still rolling out; the trigger stays
 // pending until then. id is the pending trigger's restart id.
 func decideRestart(targets []targetInfo, id string, triggeredAt, now time.Time, minInterval time.Duration) restartDecision {
-	var d restartDecision
+	d := restartDecision{id: id}
 	trig := triggeredAt.Truncate(time.Second)
 	for _, t := range targets {
 		switch {
