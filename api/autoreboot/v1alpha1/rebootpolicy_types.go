@@ -27,7 +27,7 @@ const (
 	ConditionDegraded = "Degraded"
 )
 
-// Condition reasons.
+// Condition reasons (also the reason of a policy's Error result).
 const (
 	ReasonReconciled        = "Reconciled"
 	ReasonSuspended         = "Suspended"
@@ -37,13 +37,56 @@ const (
 	ReasonSecretNotFound    = "SecretNotFound"
 	ReasonProbeError        = "ProbeError"
 	ReasonExecNotAllowed    = "ExecNotAllowed"
-	ReasonLinkLocalRefused  = "LinkLocalRefused"
 	ReasonWatchedNotFound   = "WatchedObjectNotFound"
 	ReasonRestartFailed     = "RestartFailed"
 	ReasonAsExpected        = "AsExpected"
 	ReasonRestartPending    = "RestartPending"
 	ReasonRolloutInProgress = "RolloutInProgress"
+	// ReasonInvalidSpec: the spec passed the CRD's validation but the
+	// controller cannot use it (e.g. a probe header Go refuses to send).
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonSecretNotUsable: the Secret does not exist or lacks the
+	// UsableLabel. One reason for both, so that a policy cannot probe which
+	// Secrets exist.
+	ReasonSecretNotUsable = "SecretNotUsable"
+	// ReasonAddressNotAllowed: the manager's network policy refused the
+	// address a probe or database connection resolved to.
+	ReasonAddressNotAllowed = "AddressNotAllowed"
+	// ReasonDSNNotAllowed: the DSN sets a parameter the manager refuses
+	// (one that reads files or widens what a statement can do).
+	ReasonDSNNotAllowed = "DSNNotAllowed"
+	// ReasonInvalidDSN: the driver cannot parse the DSN.
+	ReasonInvalidDSN = "InvalidDSN"
+	// ReasonQueryFailed: the database could not run the query.
+	ReasonQueryFailed = "QueryFailed"
+	// ReasonQueryNotAllowed: the statement is not a read-only query (the
+	// read-only transaction or the server's grammar refused it).
+	ReasonQueryNotAllowed = "QueryNotAllowed"
+	// ReasonAuthenticationFailed: the database refused the DSN's credentials.
+	ReasonAuthenticationFailed = "AuthenticationFailed"
+	// ReasonResultTooLarge: the result exceeded the manager's row or byte bounds.
+	ReasonResultTooLarge = "ResultTooLarge"
+	// ReasonConnectFailed: the database could not be reached.
+	ReasonConnectFailed = "ConnectFailed"
+	// ReasonTimeout: the query did not finish within timeoutSeconds.
+	ReasonTimeout = "Timeout"
+	// ReasonPeriodBelowMinimum: the policy's period is shorter than the
+	// manager's --probe-min-period; the policy does not run.
+	ReasonPeriodBelowMinimum = "PeriodBelowMinimum"
+	// ReasonTooManyProbes: the namespace already runs the manager's
+	// --probe-max-per-namespace policies; this one does not run.
+	ReasonTooManyProbes = "TooManyProbes"
+	// ReasonFingerprintKeyUnavailable: the manager could not read or create
+	// the key its fingerprints are computed with.
+	ReasonFingerprintKeyUnavailable = "FingerprintKeyUnavailable"
 )
+
+// UsableLabel opts a Secret in: a RebootPolicy may use it as a DSN or
+// watch it only when the Secret carries this label with value "true". It
+// is set by whoever may write Secrets in the namespace, so that anyone who
+// may merely create RebootPolicies cannot make the manager use a Secret
+// they could not read.
+const UsableLabel = "autoreboot.runbook.dev/usable"
 
 // Policy results as shown in status.policies[].lastResult.
 const (
@@ -88,9 +131,10 @@ type TargetRef struct {
 	// +optional
 	Name string `json:"name,omitempty"`
 
-	// Selector restarts every workload of Kind in the namespace whose labels match.
+	// Selector restarts every workload of Kind in the namespace whose labels
+	// match. It must not be empty.
 	// +optional
-	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+	Selector *TargetSelector `json:"selector,omitempty"`
 }
 
 // SQLDriver is the database driver of an sql trigger.
@@ -194,6 +238,10 @@ type Trigger struct {
 	// +kubebuilder:validation:XValidation:rule="[has(self.exec), has(self.httpGet), has(self.tcpSocket), has(self.grpc)].filter(x, x).size() == 1",message="probe: set exactly one of exec, httpGet, tcpSocket or grpc"
 	// +kubebuilder:validation:XValidation:rule="!has(self.httpGet) || type(self.httpGet.port) == int",message="probe.httpGet.port must be a number (named ports need a pod)"
 	// +kubebuilder:validation:XValidation:rule="!has(self.tcpSocket) || type(self.tcpSocket.port) == int",message="probe.tcpSocket.port must be a number (named ports need a pod)"
+	// +kubebuilder:validation:XValidation:rule="!has(self.httpGet) || type(self.httpGet.port) != int || (self.httpGet.port >= 1 && self.httpGet.port <= 65535)",message="probe.httpGet.port must be between 1 and 65535"
+	// +kubebuilder:validation:XValidation:rule="!has(self.tcpSocket) || type(self.tcpSocket.port) != int || (self.tcpSocket.port >= 1 && self.tcpSocket.port <= 65535)",message="probe.tcpSocket.port must be between 1 and 65535"
+	// +kubebuilder:validation:XValidation:rule="!has(self.grpc) || (self.grpc.port >= 1 && self.grpc.port <= 65535)",message="probe.grpc.port must be between 1 and 65535"
+	// +kubebuilder:validation:XValidation:rule="!has(self.httpGet) || !has(self.httpGet.scheme) || self.httpGet.scheme in ['HTTP', 'HTTPS']",message="probe.httpGet.scheme must be HTTP or HTTPS"
 	// +kubebuilder:validation:XValidation:rule="!has(self.exec) || (has(self.exec.command) && size(self.exec.command) > 0)",message="probe.exec.command must name a script"
 	// +kubebuilder:validation:XValidation:rule="!has(self.periodSeconds) || (self.periodSeconds >= 1 && self.periodSeconds <= 86400)",message="probe.periodSeconds must be between 1 and 86400"
 	// +kubebuilder:validation:XValidation:rule="!has(self.timeoutSeconds) || (self.timeoutSeconds >= 1 && self.timeoutSeconds <= 300)",message="probe.timeoutSeconds must be between 1 and 300"
@@ -272,9 +320,10 @@ type PolicyStatus struct {
 	// Message is a short human-readable note (never contains a DSN).
 	// +optional
 	Message string `json:"message,omitempty"`
-	// Fingerprint is the sha256 of the last query result set or watched
-	// data (sql and watch triggers): the baseline that survives restarts
-	// of the operator.
+	// Fingerprint is a keyed hash (HMAC-SHA256 with a key only the manager
+	// holds, prefixed by the key's id) of the last query result set or
+	// watched data (sql and watch triggers): the baseline that survives
+	// restarts of the operator, and reveals nothing about the data.
 	// +optional
 	Fingerprint string `json:"fingerprint,omitempty"`
 	// TriggerHash identifies the trigger spec the fingerprint belongs to;
