@@ -26,28 +26,26 @@ import (
 // with every dependency passed in (no package-level state).
 func registerControllers(reg *registry.Registry, scheme *runtime.Scheme, fs *flag.FlagSet) {
 	// +runbook:controllers
+	// The manager's own namespace: NSScalers never park it, and the
+	// RebootPolicy fingerprint key lives there.
+	operatorNamespace := fs.String("operator-namespace", os.Getenv("POD_NAMESPACE"),
+		"The operator's own namespace, which NSScalers never park and where the RebootPolicy fingerprint key Secret lives (default $POD_NAMESPACE).")
 	// rebootpolicy: RebootPolicies (autoreboot.runbook.dev) restart workloads on triggers, see docs/rebootpolicy.md.
 	utilruntime.Must(autorebootv1alpha1.AddToScheme(scheme))
-	execProbeDir := fs.String("exec-probe-dir", "",
-		"Directory of scripts that RebootPolicy exec probes may run; empty disables exec probes.")
-	allowLinkLocal := fs.Bool("allow-link-local-probes", false,
-		"Allow RebootPolicy httpGet/tcpSocket/grpc probes to link-local addresses (cloud metadata endpoints).")
+	rbp := bindRebootPolicyFlags(fs)
 	reg.Add("rebootpolicy", func(mgr ctrl.Manager) error {
-		metrics := autorebootcontroller.NewMetrics()
-		if err := metrics.Register(crmetrics.Registry); err != nil {
+		opts, err := rbp.options(*operatorNamespace)
+		if err != nil {
 			return err
 		}
-		_, err := autorebootcontroller.Setup(mgr, autorebootcontroller.Options{
-			Probes:  autorebootcontroller.ProbeSettings{ExecProbeDir: *execProbeDir, AllowLinkLocal: *allowLinkLocal},
-			Clock:   clock.RealClock{},
-			Metrics: metrics,
-		})
+		if err := opts.Metrics.Register(crmetrics.Registry); err != nil {
+			return err
+		}
+		_, err = autorebootcontroller.Setup(mgr, opts)
 		return err
 	})
 	// nsscaler: NSScalers (scaling.runbook.dev) park namespaces, see docs/nsscaler.md.
 	utilruntime.Must(scalingv1alpha1.AddToScheme(scheme))
-	operatorNamespace := fs.String("operator-namespace", os.Getenv("POD_NAMESPACE"),
-		"The operator's own namespace, which NSScalers never park (default $POD_NAMESPACE).")
 	nsscalerWrites := fs.Int("nsscaler-write-concurrency", 16, "Workload writes the nsscaler controller keeps in flight.")
 	nsscalerQPS := fs.Float64("nsscaler-write-qps", 0,
 		"Workload writes per second the nsscaler controller may send; 0: no limit but --nsscaler-write-concurrency.")

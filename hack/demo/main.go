@@ -58,9 +58,15 @@ func run(nodes int, applySamples, exitAfterReady bool) error {
 	} else {
 		fmt.Print(out)
 	}
-	say("starting the manager (all controllers)")
+	// The manager's own namespace holds its fingerprint key.
+	if _, err := c.Kubectl(ctx, "create", "namespace", "runbook-system"); err != nil {
+		return err
+	}
+	say("starting the manager (all controllers; probes may reach this machine's MariaDB and PostgreSQL, nothing else on loopback)")
 	m, err := cluster.StartManager(ctx, bin, c.Kubeconfig,
-		"--exec-probe-dir", filepath.Join(root, "hack", "demo", "probes"))
+		"--exec-probe-dir", filepath.Join(root, "hack", "demo", "probes"),
+		"--operator-namespace", "runbook-system",
+		"--probe-allow", "127.0.0.1:3306,127.0.0.1:5432")
 	if err != nil {
 		return err
 	}

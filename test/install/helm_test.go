@@ -165,8 +165,10 @@ func TestHelmValues(t *testing.T) {
 				if slices.Contains(dep.Spec.Template.Spec.Containers[0].Args, "--leader-elect") || *dep.Spec.Replicas != 1 {
 					t.Errorf("replicas %d args %v", *dep.Spec.Replicas, dep.Spec.Template.Spec.Containers[0].Args)
 				}
-				if len(objs.ofKind("Role")) != 0 {
-					t.Error("leader election Role rendered without leader election")
+				for _, r := range objs.ofKind("Role") {
+					if strings.Contains(r.GetName(), "leader-election") {
+						t.Error("leader election Role rendered without leader election")
+					}
 				}
 			},
 		},
@@ -266,6 +268,41 @@ func TestHelmValues(t *testing.T) {
 		{
 			name:    "watch namespace not a namespace name (values.schema.json)",
 			set:     []string{"--set", "watchNamespaces={Team_A}"},
+			wantErr: "does not match pattern",
+		},
+		{
+			name: "tenant network policy and limits",
+			set: []string{"--set", "rebootpolicy.probeAllow={10.20.0.5:5432,192.168.0.0/24}", "--set", "rebootpolicy.probeDeny={10.96.0.0/12}",
+				"--set", "rebootpolicy.probeMaxPerNamespace=20", "--set", "rebootpolicy.probeMinPeriod=10s"},
+			check: func(t *testing.T, _ objectSet, dep *appsv1.Deployment) {
+				args := dep.Spec.Template.Spec.Containers[0].Args
+				for _, want := range []string{"--probe-allow=10.20.0.5:5432,192.168.0.0/24", "--probe-deny=10.96.0.0/12",
+					"--probe-max-per-namespace=20", "--probe-min-period=10s"} {
+					if !slices.Contains(args, want) {
+						t.Errorf("%s missing from args %v", want, args)
+					}
+				}
+			},
+		},
+		{
+			name: "no RebootPolicy: no probe flags, no fingerprint key Role",
+			set:  []string{"--set", "controllers.rebootpolicy.enabled=false"},
+			check: func(t *testing.T, objs objectSet, dep *appsv1.Deployment) {
+				for _, a := range dep.Spec.Template.Spec.Containers[0].Args {
+					if strings.HasPrefix(a, "--probe-") {
+						t.Errorf("RebootPolicy flag %s without the controller", a)
+					}
+				}
+				for _, r := range objs.ofKind("Role") {
+					if strings.Contains(r.GetName(), "fingerprint-key") {
+						t.Errorf("Role %s without the RebootPolicy controller", r.GetName())
+					}
+				}
+			},
+		},
+		{
+			name:    "probe period not a duration (values.schema.json)",
+			set:     []string{"--set", "rebootpolicy.probeMinPeriod=often"},
 			wantErr: "does not match pattern",
 		},
 		{

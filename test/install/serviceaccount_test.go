@@ -72,6 +72,8 @@ func TestManagerRunsAsItsServiceAccount(t *testing.T) {
 		"--leader-elect", "--leader-election-namespace="+systemNamespace,
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", port),
 		"--exec-probe-dir="+probes,
+		"--operator-namespace="+systemNamespace,
+		"--probe-allow=127.0.0.1:3306,127.0.0.1:5432",
 	)
 	if err != nil {
 		t.Fatalf("the manager, running as its ServiceAccount, did not become ready (caches not synced: missing list/watch?): %v", err)

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/runbook-dev/runbook/internal/netpolicy"
 )
 
 // Metrics are the RebootPolicy controller's Prometheus collectors. They are
@@ -15,6 +17,7 @@ type Metrics struct {
 	triggers       *prometheus.CounterVec
 	restarts       *prometheus.CounterVec
 	restartLatency prometheus.Histogram
+	dialsDenied    *prometheus.CounterVec
 }
 
 // NewMetrics builds the collectors.
@@ -47,13 +50,14 @@ func NewMetrics() *Metrics {
 			Help:    "Time from a trigger firing to the restart patch (cooldown waits included).",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 16),
 		}),
+		dialsDenied: netpolicy.NewDeniedCounter(),
 	}
 }
 
 // Register adds the collectors to reg (controller-runtime's metrics.Registry
 // in main; a fresh registry in tests).
 func (m *Metrics) Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.probeResults, m.probeDuration, m.probeDrift, m.triggers, m.restarts, m.restartLatency} {
+	for _, c := range []prometheus.Collector{m.probeResults, m.probeDuration, m.probeDrift, m.triggers, m.restarts, m.restartLatency, m.dialsDenied} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

@@ -2,19 +2,17 @@ package autoreboot
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
-	"net/netip"
-	"syscall"
-	"time"
 
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/fingerprint"
+	"github.com/runbook-dev/runbook/internal/netpolicy"
+	"github.com/runbook-dev/runbook/internal/sqlguard"
 )
 
 // Trigger types as used in metric labels.
@@ -44,11 +42,23 @@ type ProbeSettings struct {
 	// ExecProbeDir enables exec probes for scripts inside this directory;
 	// empty disables exec probes.
 	ExecProbeDir string
-	// AllowLinkLocal permits httpGet/tcpSocket/grpc probes to link-local
-	// addresses (169.254.0.0/16, fe80::/10: cloud metadata endpoints).
-	AllowLinkLocal bool
 	// ExecOutputLimit caps the bytes of exec output kept (default 4 KiB).
 	ExecOutputLimit int
+	// OperatorNamespace is the manager's own namespace, where the
+	// fingerprint key Secret lives.
+	OperatorNamespace string
+	// FingerprintKeySecret names that Secret (default runbook-fingerprint-key).
+	FingerprintKeySecret string
+	// SQL bounds the sql triggers' queries and results.
+	SQL SQLSettings
+}
+
+// SQLSettings are the admin's bounds on sql triggers.
+type SQLSettings struct {
+	Limits sqlguard.Limits
+	// AllowUnixSockets lists the database sockets DSNs may name; they must
+	// also be allowed by the network policy.
+	AllowUnixSockets []string
 }
 
 // probers is the production proberFactory.
@@ -57,56 +67,46 @@ type probers struct {
 	// reader reads Secrets and watched objects live from the apiserver
 	// (no cluster-wide cache of Secrets).
 	reader client.Reader
+	keys   *fingerprint.Source
 	clock  clock.Clock
-	dialer *net.Dialer
-	http   *http.Client
+	// network decides where probes and database connections may go.
+	network *netpolicy.Policy
+	http    *httpClients
 }
 
-func newProbers(settings ProbeSettings, reader client.Reader, clk clock.Clock) *probers {
+func newProbers(settings ProbeSettings, reader client.Reader, keys *fingerprint.Source, network *netpolicy.Policy, clk clock.Clock) *probers {
 	if settings.ExecOutputLimit <= 0 {
 		settings.ExecOutputLimit = 4096
-	}
-	d := &net.Dialer{Control: linkLocalGuard(settings.AllowLinkLocal)}
-	transport := &http.Transport{
-		DialContext:         d.DialContext,
-		TLSClientConfig:     &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // like kubelet HTTPS probes: no CA to verify against
-		MaxIdleConns:        4096,
-		MaxIdleConnsPerHost: 64,
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true,
 	}
 	return &probers{
 		settings: settings,
 		reader:   reader,
+		keys:     keys,
 		clock:    clk,
-		dialer:   d,
-		http: &http.Client{
-			Transport: transport,
-			CheckRedirect: func(req *http.Request, via []*http.Request) error {
-				if len(via) >= 10 {
-					return errors.New("stopped after 10 redirects")
-				}
-				return nil
-			},
-		},
+		network:  network,
+		http:     newHTTPClients(network),
 	}
 }
 
 func (f *probers) newProber(s workerSpec) (prober, error) {
 	t := s.Trigger
+	ns := s.Key.Object.Namespace
+	if err := validateTrigger(t); err != nil {
+		return nil, err
+	}
 	switch {
 	case t.Probe != nil && t.Probe.HTTPGet != nil:
-		return newHTTPProber(f, t)
+		return newHTTPProber(f.http, ns, t)
 	case t.Probe != nil && t.Probe.TCPSocket != nil:
-		return newTCPProber(f, t)
+		return newTCPProber(f.network, ns, t)
 	case t.Probe != nil && t.Probe.GRPC != nil:
-		return newGRPCProber(f, t), nil
+		return newGRPCProber(f.network, ns, t), nil
 	case t.Probe != nil && t.Probe.Exec != nil:
 		return newExecProber(f.settings, t.Probe.Exec.Command), nil
 	case t.SQL != nil:
-		return newSQLProber(f.reader, s.Key.Object.Namespace, *t.SQL), nil
+		return newSQLProber(f, ns, *t.SQL), nil
 	case t.Watch != nil:
-		return newWatchProber(f.reader, s.Key.Object.Namespace, *t.Watch), nil
+		return newWatchProber(f.reader, f.keys, ns, *t.Watch), nil
 	}
 	return nil, fmt.Errorf("policy %s: trigger has no probe, sql or watch", s.Key.Policy)
 }
@@ -130,39 +130,36 @@ func triggerType(t autorebootv1alpha1.Trigger) string {
 	return "unknown"
 }
 
-// errLinkLocal marks a dial refused by the link-local guard.
-var errLinkLocal = errors.New("link-local address refused (cloud metadata); start the manager with --allow-link-local-probes to allow it")
-
-// isLinkLocal reports whether ip is in 169.254.0.0/16 or fe80::/10.
-func isLinkLocal(ip netip.Addr) bool {
-	ip = ip.Unmap()
-	return ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast()
+// networkObservation turns a connection error into an observation a
+// tenant may see. A refusal by the network policy is an Error (the probe
+// is misconfigured, nothing to restart for); any other failure is a
+// Failure with one of three fixed phrases: which of refused, filtered,
+// reset or unreachable it was would make the probe a port scanner.
+func networkObservation(ctx context.Context, err error, what string) observation {
+	var denied *netpolicy.DeniedError
+	if errors.As(err, &denied) {
+		return observation{result: autorebootv1alpha1.ResultError, reason: autorebootv1alpha1.ReasonAddressNotAllowed,
+			message: what + ": " + denied.Error()}
+	}
+	if ctx.Err() != nil || isTimeout(err) {
+		return observation{result: autorebootv1alpha1.ResultFailure, message: what + ": timed out"}
+	}
+	if isDialError(err) {
+		return observation{result: autorebootv1alpha1.ResultFailure, message: what + ": " + netpolicy.ErrConnectionFailed.Error()}
+	}
+	return observation{result: autorebootv1alpha1.ResultFailure, message: what + ": request failed"}
 }
 
-// linkLocalGuard checks the address actually dialled (after DNS, on every
-// redirect), so neither a hostname nor a redirect can reach the metadata
-// endpoint.
-func linkLocalGuard(allow bool) func(network, address string, c syscall.RawConn) error {
-	if allow {
-		return nil
-	}
-	return func(network, address string, _ syscall.RawConn) error {
-		ap, err := netip.ParseAddrPort(address)
-		if err != nil {
-			return fmt.Errorf("dial %s: %w", address, err)
-		}
-		if isLinkLocal(ap.Addr()) {
-			return errLinkLocal
-		}
-		return nil
-	}
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// dialObservation turns a dial error into an observation: refused
-// link-local addresses are configuration errors, everything else a failure.
-func dialObservation(err error, what string) observation {
-	if errors.Is(err, errLinkLocal) {
-		return observation{result: autorebootv1alpha1.ResultError, reason: autorebootv1alpha1.ReasonLinkLocalRefused, message: what + ": " + errLinkLocal.Error()}
+func isDialError(err error) bool {
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		return oe.Op == "dial"
 	}
-	return observation{result: autorebootv1alpha1.ResultFailure, message: fmt.Sprintf("%s: %v", what, err)}
+	var de *net.DNSError
+	return errors.As(err, &de)
 }

@@ -10,7 +10,13 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/netpolicy"
 )
+
+// maxGRPCResponse bounds what a health server may send: a HealthCheckResponse
+// is a few bytes, and a hostile server must not make the manager buffer
+// gRPC's default 4 MiB.
+const maxGRPCResponse = 4 << 10
 
 // grpcProber calls grpc.health.v1.Health/Check; SERVING is a success, like
 // the kubelet's grpc probe.
@@ -20,10 +26,10 @@ type grpcProber struct {
 	service string
 }
 
-func newGRPCProber(f *probers, t autorebootv1alpha1.Trigger) prober {
+func newGRPCProber(network *netpolicy.Policy, namespace string, t autorebootv1alpha1.Trigger) prober {
 	g := t.Probe.GRPC
 	addr, _ := probeAddress(t.ProbeHost, "", int(g.Port))
-	p := &grpcProber{dialer: f.dialer, addr: addr}
+	p := &grpcProber{dialer: network.Dialer(namespace, 0), addr: addr}
 	if g.Service != nil {
 		p.service = *g.Service
 	}
@@ -35,28 +41,44 @@ func (p *grpcProber) close()       {}
 
 func (p *grpcProber) probe(ctx context.Context) observation {
 	if p.addr == "" {
-		return observation{result: autorebootv1alpha1.ResultError, reason: autorebootv1alpha1.ReasonProbeError, message: "grpc probe needs trigger.probeHost"}
+		return observation{result: autorebootv1alpha1.ResultError, reason: autorebootv1alpha1.ReasonInvalidSpec, message: "grpc probe needs trigger.probeHost"}
 	}
-	// Dial through the guarded dialer first so a refused address is a
-	// configuration error, not a failure.
+	// Connect first through the guarded dialer, so that a refused address
+	// is reported as such and not as gRPC's generic unavailability.
+	raw, err := p.dialer.DialContext(ctx, "tcp", p.addr)
+	if err != nil {
+		return networkObservation(ctx, err, "grpc "+p.addr)
+	}
+	// gRPC takes the checked connection first; a reconnect dials (and is
+	// checked) anew.
+	first := make(chan net.Conn, 1)
+	first <- raw
+	defer func() {
+		select {
+		case c := <-first:
+			_ = c.Close()
+		default:
+		}
+	}()
 	conn, err := grpc.NewClient("passthrough:///"+p.addr,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxGRPCResponse)),
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-			return p.dialer.DialContext(ctx, "tcp", addr)
+			select {
+			case c := <-first:
+				return c, nil
+			default:
+				return p.dialer.DialContext(ctx, "tcp", addr)
+			}
 		}),
 	)
 	if err != nil {
-		return observation{result: autorebootv1alpha1.ResultError, reason: autorebootv1alpha1.ReasonProbeError, message: err.Error()}
+		return observation{result: autorebootv1alpha1.ResultError, reason: autorebootv1alpha1.ReasonInvalidSpec, message: "grpc " + p.addr + ": invalid target"}
 	}
 	defer func() { _ = conn.Close() }()
 	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: p.service})
 	if err != nil {
-		c, derr := p.dialer.DialContext(ctx, "tcp", p.addr)
-		if derr != nil {
-			return dialObservation(derr, "grpc "+p.addr)
-		}
-		_ = c.Close()
-		return observation{result: autorebootv1alpha1.ResultFailure, message: fmt.Sprintf("grpc %s: %v", p.addr, err)}
+		return networkObservation(ctx, err, "grpc "+p.addr)
 	}
 	if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 		return observation{result: autorebootv1alpha1.ResultFailure, message: fmt.Sprintf("grpc %s: %s", p.addr, resp.GetStatus())}

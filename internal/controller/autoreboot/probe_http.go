@@ -17,12 +17,14 @@ import (
 // the kubelet's httpGet probe.
 type httpProber struct {
 	client  *http.Client
+	release func()
 	url     string
 	host    string
 	headers http.Header
 }
 
-func newHTTPProber(f *probers, t autorebootv1alpha1.Trigger) (prober, error) {
+// newHTTPProber builds the request of a trigger validateTrigger accepted.
+func newHTTPProber(clients *httpClients, namespace string, t autorebootv1alpha1.Trigger) (prober, error) {
 	g := t.Probe.HTTPGet
 	host := g.Host
 	if host == "" {
@@ -31,26 +33,20 @@ func newHTTPProber(f *probers, t autorebootv1alpha1.Trigger) (prober, error) {
 	if host == "" {
 		return nil, fmt.Errorf("httpGet probe has no host")
 	}
-	if g.Port.Type != 0 {
-		return nil, fmt.Errorf("httpGet port %q: named ports need a pod", g.Port.StrVal)
-	}
 	scheme := strings.ToLower(string(g.Scheme))
 	if scheme == "" {
 		scheme = "http"
 	}
 	path := g.Path
-	if path == "" {
-		path = "/"
-	}
 	if !strings.HasPrefix(path, "/") {
 		path = "/" + path
 	}
 	u := &url.URL{Scheme: scheme, Host: net.JoinHostPort(host, strconv.Itoa(g.Port.IntValue()))}
 	u, err := u.Parse(path)
 	if err != nil {
-		return nil, fmt.Errorf("httpGet path %q: %w", g.Path, err)
+		return nil, fmt.Errorf("probe.httpGet.path: not a URL path")
 	}
-	p := &httpProber{client: f.http, url: u.String(), headers: http.Header{}}
+	p := &httpProber{url: u.String(), headers: http.Header{}}
 	for _, h := range g.HTTPHeaders {
 		if strings.EqualFold(h.Name, "Host") {
 			p.host = h.Value
@@ -61,16 +57,17 @@ func newHTTPProber(f *probers, t autorebootv1alpha1.Trigger) (prober, error) {
 	if p.headers.Get("User-Agent") == "" {
 		p.headers.Set("User-Agent", "runbook-rebootpolicy")
 	}
+	p.client, p.release = clients.acquire(namespace)
 	return p, nil
 }
 
 func (p *httpProber) kind() string { return typeHTTP }
-func (p *httpProber) close()       {}
+func (p *httpProber) close()       { p.release() }
 
 func (p *httpProber) probe(ctx context.Context) observation {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url, nil)
 	if err != nil {
-		return observation{result: autorebootv1alpha1.ResultError, reason: autorebootv1alpha1.ReasonProbeError, message: err.Error()}
+		return observation{result: autorebootv1alpha1.ResultError, reason: autorebootv1alpha1.ReasonInvalidSpec, message: "GET " + p.url + ": invalid request"}
 	}
 	req.Header = p.headers.Clone()
 	if p.host != "" {
@@ -78,9 +75,10 @@ func (p *httpProber) probe(ctx context.Context) observation {
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {
-		return dialObservation(err, "GET "+p.url)
+		return networkObservation(ctx, err, "GET "+p.url)
 	}
-	// Drain a little so the connection can be reused.
+	// Drain a little so the connection can be reused; never more, and
+	// never keep or show what the server said.
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 10<<10))
 	_ = resp.Body.Close()
 	if resp.StatusCode >= 200 && resp.StatusCode < 400 {

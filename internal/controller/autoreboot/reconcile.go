@@ -30,6 +30,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/fingerprint"
+	"github.com/runbook-dev/runbook/internal/netpolicy"
 )
 
 // Event reasons.
@@ -67,6 +69,8 @@ type Reconciler struct {
 	// ExecProbeDir mirrors ProbeSettings.ExecProbeDir, to refuse exec
 	// probes up front with an ExecNotAllowed condition.
 	ExecProbeDir string
+	// Limits bound what one namespace's policies may run.
+	Limits Limits
 }
 
 // +kubebuilder:rbac:groups=autoreboot.runbook.dev,resources=rebootpolicies,verbs=get;list;watch
@@ -74,6 +78,12 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// The network policy's live lookups (internal/netpolicy): Service CIDRs,
+// Services and pods by IP, the apiserver's EndpointSlices.
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=servicecidrs,verbs=list
+// +kubebuilder:rbac:groups="",resources=services;pods,verbs=list
+// +kubebuilder:rbac:groups="",resources=services,verbs=get
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=list
 
 // Reconcile makes the workers match the spec, copies their transitions
 // into status and restarts the target for pending triggers.
@@ -104,24 +114,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, r.writeStatus(ctx, orig, &rbp)
 	}
 
-	specs, blocked := r.workerSpecs(&rbp)
-	r.Workers.Ensure(req.NamespacedName, specs)
-	acks := r.mergeWorkerStates(&rbp, r.Workers.Snapshot(req.NamespacedName), blocked)
-	r.emitPolicyEvents(orig, &rbp)
-
-	targets, err := r.resolveTargets(ctx, &rbp)
+	specs, refused, err := r.workerSpecs(ctx, &rbp)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	in := conditionInput{targetsFound: len(targets) > 0}
-	for _, t := range targets {
-		if t.paused {
-			in.paused = append(in.paused, t.obj.GetName())
-		}
-		if t.onDelete {
-			in.onDelete = append(in.onDelete, t.obj.GetName())
-		}
+	r.Workers.Ensure(req.NamespacedName, specs)
+	acks := r.mergeWorkerStates(&rbp, r.Workers.Snapshot(req.NamespacedName), refused)
+	r.emitPolicyEvents(orig, &rbp)
+
+	targets, err := r.resolveTargets(ctx, &rbp, now)
+	var invalid *invalidSpecError
+	if errors.As(err, &invalid) {
+		// Only a spec change can help: report it, no retry.
+		setConditions(st, rbp.Generation, conditionInput{invalidSpec: invalid.msg})
+		return r.persist(ctx, orig, &rbp, acks)
 	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	in := observeTargets(targets)
 
 	// A fresh fire is acted on only once status holds it (with the new
 	// baseline fingerprint), so a leader that dies after patching the target
@@ -167,11 +178,37 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		logger.Error(restartErr, "restart failed")
 		return ctrl.Result{}, restartErr
 	}
-	if len(blocked) > 0 && (result.RequeueAfter == 0 || result.RequeueAfter > blockedRecheck) {
+	if execRefused(refused) && (result.RequeueAfter == 0 || result.RequeueAfter > blockedRecheck) {
 		// Nothing watches the script directory: look again later.
 		result.RequeueAfter = blockedRecheck
 	}
 	return result, nil
+}
+
+// observeTargets is what the conditions say about the targets.
+func observeTargets(targets []targetInfo) conditionInput {
+	in := conditionInput{targetsFound: len(targets) > 0}
+	for _, t := range targets {
+		if t.paused {
+			in.paused = append(in.paused, t.obj.GetName())
+		}
+		if t.onDelete {
+			in.onDelete = append(in.onDelete, t.obj.GetName())
+		}
+		if t.stampInFuture {
+			in.futureStamps = append(in.futureStamps, string(t.kind)+" "+t.obj.GetName())
+		}
+	}
+	return in
+}
+
+func execRefused(refused map[string]refusal) bool {
+	for _, rf := range refused {
+		if rf.reason == autorebootv1alpha1.ReasonExecNotAllowed {
+			return true
+		}
+	}
+	return false
 }
 
 // persist writes status when it changed and then acknowledges the fires it
@@ -264,26 +301,25 @@ func (r *Reconciler) handlePending(ctx context.Context, rbp *autorebootv1alpha1.
 	return ctrl.Result{}, recognised, nil
 }
 
-// workerSpecs computes the desired workers; exec probes that may not run
-// are returned in blocked (policy → message) and get no worker.
-func (r *Reconciler) workerSpecs(rbp *autorebootv1alpha1.RebootPolicy) ([]workerSpec, map[string]string) {
+// workerSpecs computes the desired workers. Policies that may not run
+// (invalid, below the minimum period, beyond the namespace's share, an exec
+// script that is not allowed) are returned in refused and get no worker.
+func (r *Reconciler) workerSpecs(ctx context.Context, rbp *autorebootv1alpha1.RebootPolicy) ([]workerSpec, map[string]refusal, error) {
 	nn := client.ObjectKeyFromObject(rbp)
 	byName := map[string]autorebootv1alpha1.PolicyStatus{}
 	for _, ps := range rbp.Status.Policies {
 		byName[ps.Name] = ps
 	}
-	blocked := map[string]string{}
+	admitted, err := r.admitted(ctx, rbp)
+	if err != nil {
+		return nil, nil, err
+	}
+	refused := map[string]refusal{}
 	specs := make([]workerSpec, 0, len(rbp.Spec.Policies))
 	for _, p := range rbp.Spec.Policies {
-		if p.Trigger.Probe != nil && p.Trigger.Probe.Exec != nil {
-			script := ""
-			if len(p.Trigger.Probe.Exec.Command) > 0 {
-				script = p.Trigger.Probe.Exec.Command[0]
-			}
-			if _, err := resolveScript(r.ExecProbeDir, script); err != nil {
-				blocked[p.Name] = err.Error()
-				continue
-			}
+		if rf := r.refusal(p, admitted[p.Name]); rf != nil {
+			refused[p.Name] = *rf
+			continue
 		}
 		ps := byName[p.Name]
 		specs = append(specs, workerSpec{
@@ -296,7 +332,28 @@ func (r *Reconciler) workerSpecs(rbp *autorebootv1alpha1.RebootPolicy) ([]worker
 			},
 		})
 	}
-	return specs, blocked
+	return specs, refused, nil
+}
+
+// refusal says why policy p may not run, or nil.
+func (r *Reconciler) refusal(p autorebootv1alpha1.Policy, admitted bool) *refusal {
+	if rf := r.Limits.specRefusal(p); rf != nil {
+		return rf
+	}
+	if !admitted {
+		rf := tooManyProbes(r.Limits.MaxPerNamespace)
+		return &rf
+	}
+	if p.Trigger.Probe != nil && p.Trigger.Probe.Exec != nil {
+		script := ""
+		if len(p.Trigger.Probe.Exec.Command) > 0 {
+			script = p.Trigger.Probe.Exec.Command[0]
+		}
+		if _, err := resolveScript(r.ExecProbeDir, script); err != nil {
+			return &refusal{autorebootv1alpha1.ReasonExecNotAllowed, err.Error()}
+		}
+	}
+	return nil
 }
 
 // triggerHash identifies a trigger spec; workers restart when it changes.
@@ -323,9 +380,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		func(o client.Object) []string { return targetIndexValue(o.(*autorebootv1alpha1.RebootPolicy)) }); err != nil {
 		return fmt.Errorf("indexing rebootpolicies by target: %w", err)
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("rebootpolicy").
-		For(&autorebootv1alpha1.RebootPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&autorebootv1alpha1.RebootPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	if r.Limits.MaxPerNamespace > 0 {
+		b = b.Watches(&autorebootv1alpha1.RebootPolicy{}, handler.EnqueueRequestsFromMapFunc(r.policiesWaitingForSlots),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	}
+	return b.
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.policiesForTarget(autorebootv1alpha1.KindDeployment))).
 		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.policiesForTarget(autorebootv1alpha1.KindStatefulSet))).
 		Watches(&appsv1.DaemonSet{}, handler.EnqueueRequestsFromMapFunc(r.policiesForTarget(autorebootv1alpha1.KindDaemonSet))).
@@ -339,9 +401,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // Options configure the RebootPolicy controller (built from flags in main).
 type Options struct {
-	Probes  ProbeSettings
+	Probes ProbeSettings
+	// Network is where probes and database connections may go (admin
+	// flags); the cluster's own addresses are looked up live.
+	Network netpolicy.Settings
+	Limits  Limits
 	Clock   clock.Clock
 	Metrics *Metrics
+	// Keys hands out the fingerprint key; nil makes Setup build one from
+	// the manager's own namespace (Probes.OperatorNamespace).
+	Keys *fingerprint.Source
 }
 
 // Setup builds the workers and the reconciler and adds both to mgr. It
@@ -350,7 +419,16 @@ func Setup(mgr ctrl.Manager, opts Options) (*Workers, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	workers := NewWorkers(opts.Clock, newProbers(opts.Probes, mgr.GetAPIReader(), opts.Clock), opts.Metrics,
+	if opts.Keys == nil {
+		opts.Keys = fingerprint.NewSource(mgr.GetAPIReader(), mgr.GetClient(), opts.Probes.OperatorNamespace,
+			opts.Probes.FingerprintKeySecret, mgr.GetLogger().WithName("fingerprint-key"))
+	}
+	cluster := netpolicy.NewAPICluster(mgr.GetAPIReader(), mgr.GetConfig().Host, opts.Clock, mgr.GetLogger().WithName("netpolicy"))
+	network := netpolicy.New(opts.Network, cluster)
+	if opts.Metrics != nil {
+		network = network.WithDeniedCounter(opts.Metrics.dialsDenied)
+	}
+	workers := NewWorkers(opts.Clock, newProbers(opts.Probes, mgr.GetAPIReader(), opts.Keys, network, opts.Clock), opts.Metrics,
 		mgr.GetLogger().WithName("rebootpolicy-workers"))
 	if err := mgr.Add(workers); err != nil {
 		return nil, fmt.Errorf("adding rebootpolicy workers: %w", err)
@@ -362,6 +440,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Workers, error) {
 		Workers:      workers,
 		Metrics:      opts.Metrics,
 		ExecProbeDir: opts.Probes.ExecProbeDir,
+		Limits:       opts.Limits,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up rebootpolicy controller: %w", err)

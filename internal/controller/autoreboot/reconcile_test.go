@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -52,15 +53,8 @@ type reconcileFixture struct {
 
 func newReconcileFixture(t *testing.T, f *fakeProbers, objs ...client.Object) *reconcileFixture {
 	t.Helper()
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := autorebootv1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
 	wl := &writeLog{}
-	c := fake.NewClientBuilder().WithScheme(scheme).
+	c := fake.NewClientBuilder().WithScheme(testScheme()).
 		WithStatusSubresource(&autorebootv1alpha1.RebootPolicy{}).
 		WithObjects(objs...).
 		WithInterceptorFuncs(interceptor.Funcs{
@@ -82,6 +76,13 @@ func newReconcileFixture(t *testing.T, f *fakeProbers, objs ...client.Object) *r
 	r := &Reconciler{Client: c, Recorder: events.NewFakeRecorder(100), Clock: fc, Workers: w, Metrics: NewMetrics()}
 	return &reconcileFixture{r: r, c: c, log: wl, fc: fc,
 		req: ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "rbp"}}}
+}
+
+func testScheme() *runtime.Scheme {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(autorebootv1alpha1.AddToScheme(scheme))
+	return scheme
 }
 
 func (fx *reconcileFixture) reconcile(t *testing.T) ctrl.Result {

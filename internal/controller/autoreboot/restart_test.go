@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 )
@@ -99,6 +100,7 @@ func TestRestartPatchIsMinimal(t *testing.T) {
 }
 
 func TestInspectTarget(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	at := "2026-01-01T00:00:00Z"
 	tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{autorebootv1alpha1.RestartedAtAnnotation: at}}}
 	done := &appsv1.Deployment{
@@ -106,35 +108,70 @@ func TestInspectTarget(t *testing.T) {
 		Spec:       appsv1.DeploymentSpec{Replicas: ptr.To[int32](3), Template: tmpl},
 		Status:     appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 3, AvailableReplicas: 3},
 	}
-	if ti := inspectTarget(done); ti.progressing || ti.paused || ti.restartedAt.Format(time.RFC3339) != at {
+	if ti := inspectTarget(done, now); ti.progressing || ti.paused || ti.restartedAt.Format(time.RFC3339) != at || ti.stampInFuture {
 		t.Fatalf("finished deployment: %+v", ti)
 	}
-	rolling := done.DeepCopy()
-	rolling.Status.Replicas = 4 // an old pod still exists
-	if !inspectTarget(rolling).progressing {
-		t.Fatal("deployment with old pods left is not progressing")
+	dep := func(change func(d *appsv1.Deployment)) *appsv1.Deployment {
+		d := done.DeepCopy()
+		change(d)
+		return d
 	}
-	unobserved := done.DeepCopy()
-	unobserved.Generation = 3
-	if !inspectTarget(unobserved).progressing {
-		t.Fatal("deployment with an unobserved generation is not progressing")
+	sts := &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](2)},
+		Status: appsv1.StatefulSetStatus{ReadyReplicas: 2, UpdatedReplicas: 2, CurrentRevision: "r1", UpdateRevision: "r1"}}
+	ds := &appsv1.DaemonSet{Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: 3, UpdatedNumberScheduled: 3, NumberAvailable: 3}}
+	cases := []struct {
+		name        string
+		obj         client.Object
+		progressing bool
+	}{
+		{"unobserved generation defers", dep(func(d *appsv1.Deployment) { d.Generation = 3 }), true},
+		{"updated replicas short of desired defers", dep(func(d *appsv1.Deployment) { d.Status.UpdatedReplicas = 2 }), true},
+		{"crash-looping: nothing available is restartable", dep(func(d *appsv1.Deployment) { d.Status.AvailableReplicas = 0 }), false},
+		{"old pods still terminating is restartable", dep(func(d *appsv1.Deployment) { d.Status.Replicas = 4 }), false},
+		{"statefulset rolled out", sts, false},
+		{"statefulset with no ready pod is restartable", func() client.Object { s := sts.DeepCopy(); s.Status.ReadyReplicas = 0; return s }(), false},
+		{"statefulset with an unupdated pod defers", func() client.Object { s := sts.DeepCopy(); s.Status.UpdatedReplicas = 1; return s }(), true},
+		{"daemonset with no available pod is restartable", func() client.Object { d := ds.DeepCopy(); d.Status.NumberAvailable = 0; return d }(), false},
+		{"daemonset with an unupdated node defers", func() client.Object { d := ds.DeepCopy(); d.Status.UpdatedNumberScheduled = 2; return d }(), true},
 	}
-	paused := done.DeepCopy()
-	paused.Spec.Paused = true
-	if !inspectTarget(paused).paused {
+	for _, tc := range cases {
+		if got := inspectTarget(tc.obj, now).progressing; got != tc.progressing {
+			t.Errorf("%s: progressing = %v, want %v", tc.name, got, tc.progressing)
+		}
+	}
+	if !inspectTarget(dep(func(d *appsv1.Deployment) { d.Spec.Paused = true }), now).paused {
 		t.Fatal("paused deployment not seen as paused")
 	}
-	sts := &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](2),
-		UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}},
-		Status: appsv1.StatefulSetStatus{ReadyReplicas: 2, UpdatedReplicas: 2, CurrentRevision: "r1", UpdateRevision: "r2"}}
-	ti := inspectTarget(sts)
-	if !ti.onDelete || !ti.progressing {
-		t.Fatalf("statefulset: %+v", ti)
+	onDelete := sts.DeepCopy()
+	onDelete.Spec.UpdateStrategy.Type = appsv1.OnDeleteStatefulSetStrategyType
+	if !inspectTarget(onDelete, now).onDelete {
+		t.Fatal("OnDelete statefulset not seen")
 	}
-	ds := &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType}},
-		Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: 3, UpdatedNumberScheduled: 3, NumberAvailable: 3}}
-	if ti := inspectTarget(ds); !ti.onDelete || ti.progressing {
-		t.Fatalf("daemonset: %+v", ti)
+	future := dep(func(d *appsv1.Deployment) {
+		d.Spec.Template.Annotations[autorebootv1alpha1.RestartedAtAnnotation] = "2099-01-01T00:00:00Z"
+	})
+	if ti := inspectTarget(future, now); !ti.stampInFuture || !ti.restartedAt.IsZero() {
+		t.Fatalf("a restartedAt in the future is not ignored: %+v", ti)
+	}
+	skewed := dep(func(d *appsv1.Deployment) {
+		d.Spec.Template.Annotations[autorebootv1alpha1.RestartedAtAnnotation] = now.Add(2 * time.Second).Format(time.RFC3339)
+	})
+	if ti := inspectTarget(skewed, now); ti.stampInFuture {
+		t.Fatal("a stamp within the clock skew counts as in the future")
+	}
+}
+
+func TestFutureRestartStampDoesNotBlockARestart(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1), Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{
+			Annotations: map[string]string{autorebootv1alpha1.RestartedAtAnnotation: "2099-01-01T00:00:00Z"}}}},
+		Status: appsv1.DeploymentStatus{UpdatedReplicas: 1},
+	}
+	dec := decideRestart([]targetInfo{inspectTarget(d, now)}, "rbp/x", now.Add(-time.Second), now, time.Hour)
+	if len(dec.restart) != 1 || dec.wait != 0 {
+		t.Fatalf("a restartedAt in 2099 held the restart: %+v", dec)
 	}
 }
 

@@ -52,14 +52,14 @@ func suspendPolicyStatuses(ps []autorebootv1alpha1.PolicyStatus) {
 
 // mergeWorkerStates copies the workers' published states into status and
 // returns the fires to acknowledge after the status write.
-func (r *Reconciler) mergeWorkerStates(rbp *autorebootv1alpha1.RebootPolicy, views map[string]workerView, blocked map[string]string) []ack {
+func (r *Reconciler) mergeWorkerStates(rbp *autorebootv1alpha1.RebootPolicy, views map[string]workerView, refused map[string]refusal) []ack {
 	var acks []ack
 	for i := range rbp.Status.Policies {
 		ps := &rbp.Status.Policies[i]
-		if msg, ok := blocked[ps.Name]; ok {
+		if rf, ok := refused[ps.Name]; ok {
 			ps.LastResult = autorebootv1alpha1.ResultError
-			ps.Reason = autorebootv1alpha1.ReasonExecNotAllowed
-			ps.Message = truncate(msg, 256)
+			ps.Reason = rf.reason
+			ps.Message = truncate(rf.message, 256)
 			ps.ConsecutiveFailures = 0
 			ps.Fingerprint, ps.TriggerHash = "", ""
 			continue
@@ -149,6 +149,10 @@ type conditionInput struct {
 	onDelete      []string
 	waiting       string
 	restartFailed string
+	// invalidSpec: the spec cannot be used (e.g. the target selector).
+	invalidSpec string
+	// futureStamps: targets whose restartedAt lies in the future (ignored).
+	futureStamps []string
 }
 
 // setConditions derives Ready and Degraded. Degraded's reason is the most
@@ -164,6 +168,8 @@ func setConditions(st *autorebootv1alpha1.RebootPolicyStatus, gen int64, in cond
 	}
 	reason, msg := "", ""
 	switch {
+	case in.invalidSpec != "":
+		reason, msg = autorebootv1alpha1.ReasonInvalidSpec, in.invalidSpec
 	case in.restartFailed != "":
 		reason, msg = autorebootv1alpha1.ReasonRestartFailed, in.restartFailed
 	case !in.targetsFound:
@@ -189,11 +195,15 @@ func setConditions(st *autorebootv1alpha1.RebootPolicyStatus, gen int64, in cond
 		return
 	}
 	set(autorebootv1alpha1.ConditionDegraded, metav1.ConditionFalse, autorebootv1alpha1.ReasonAsExpected, "no problem")
+	note := ""
+	if len(in.futureStamps) > 0 {
+		note = fmt.Sprintf("; %s has %s set in the future: ignored", strings.Join(in.futureStamps, ", "), autorebootv1alpha1.RestartedAtAnnotation)
+	}
 	if in.waiting != "" {
-		set(autorebootv1alpha1.ConditionReady, metav1.ConditionTrue, autorebootv1alpha1.ReasonRestartPending, "restart pending: "+in.waiting)
+		set(autorebootv1alpha1.ConditionReady, metav1.ConditionTrue, autorebootv1alpha1.ReasonRestartPending, "restart pending: "+in.waiting+note)
 		return
 	}
-	set(autorebootv1alpha1.ConditionReady, metav1.ConditionTrue, autorebootv1alpha1.ReasonReconciled, "all policies are running")
+	set(autorebootv1alpha1.ConditionReady, metav1.ConditionTrue, autorebootv1alpha1.ReasonReconciled, "all policies are running"+note)
 }
 
 // writeStatus patches status only when it changed.

@@ -26,6 +26,9 @@ type targetInfo struct {
 	onDelete bool
 	// progressing: the previous rollout has not finished.
 	progressing bool
+	// stampInFuture: the restartedAt annotation names a time after now (set
+	// by hand); it is ignored for the cooldown and reported.
+	stampInFuture bool
 	// restartedAt is the target's last restart by this group (zero: never).
 	restartedAt time.Time
 	// restartID names the trigger of that restart (see restartID).
@@ -33,7 +36,7 @@ type targetInfo struct {
 }
 
 // resolveTargets returns the target workloads of rbp, from the cache.
-func (r *Reconciler) resolveTargets(ctx context.Context, rbp *autorebootv1alpha1.RebootPolicy) ([]targetInfo, error) {
+func (r *Reconciler) resolveTargets(ctx context.Context, rbp *autorebootv1alpha1.RebootPolicy, now time.Time) ([]targetInfo, error) {
 	t := rbp.Spec.Target
 	ns := rbp.Namespace
 	if t.Name != "" {
@@ -47,11 +50,11 @@ func (r *Reconciler) resolveTargets(ctx context.Context, rbp *autorebootv1alpha1
 			}
 			return nil, fmt.Errorf("get %s %s/%s: %w", t.Kind, ns, t.Name, err)
 		}
-		return []targetInfo{inspectTarget(obj)}, nil
+		return []targetInfo{inspectTarget(obj, now)}, nil
 	}
-	sel, err := metav1.LabelSelectorAsSelector(t.Selector)
+	sel, err := metav1.LabelSelectorAsSelector(t.Selector.LabelSelector())
 	if err != nil {
-		return nil, fmt.Errorf("target selector: %w", err)
+		return nil, &invalidSpecError{msg: "target.selector: " + err.Error()}
 	}
 	opts := []client.ListOption{client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel}}
 	var out []targetInfo
@@ -62,7 +65,7 @@ func (r *Reconciler) resolveTargets(ctx context.Context, rbp *autorebootv1alpha1
 			return nil, fmt.Errorf("list deployments in %s: %w", ns, err)
 		}
 		for i := range l.Items {
-			out = append(out, inspectTarget(&l.Items[i]))
+			out = append(out, inspectTarget(&l.Items[i], now))
 		}
 	case autorebootv1alpha1.KindStatefulSet:
 		var l appsv1.StatefulSetList
@@ -70,7 +73,7 @@ func (r *Reconciler) resolveTargets(ctx context.Context, rbp *autorebootv1alpha1
 			return nil, fmt.Errorf("list statefulsets in %s: %w", ns, err)
 		}
 		for i := range l.Items {
-			out = append(out, inspectTarget(&l.Items[i]))
+			out = append(out, inspectTarget(&l.Items[i], now))
 		}
 	case autorebootv1alpha1.KindDaemonSet:
 		var l appsv1.DaemonSetList
@@ -78,7 +81,7 @@ func (r *Reconciler) resolveTargets(ctx context.Context, rbp *autorebootv1alpha1
 			return nil, fmt.Errorf("list daemonsets in %s: %w", ns, err)
 		}
 		for i := range l.Items {
-			out = append(out, inspectTarget(&l.Items[i]))
+			out = append(out, inspectTarget(&l.Items[i], now))
 		}
 	default:
 		return nil, fmt.Errorf("unsupported target kind %q", t.Kind)
@@ -98,9 +101,12 @@ func newTargetObject(kind autorebootv1alpha1.TargetKind) client.Object {
 	return nil
 }
 
-// inspectTarget reads the restart-relevant facts of a workload; the rollout
-// checks follow `kubectl rollout status`.
-func inspectTarget(obj client.Object) targetInfo {
+// inspectTarget reads the restart-relevant facts of a workload. Only an
+// unfinished rollout (the controller has not seen the latest spec, or not
+// every replica runs the latest template yet) defers a restart: a target
+// whose pods are unavailable or crash-looping is exactly what a probe
+// trigger is for, so unavailability alone never blocks it.
+func inspectTarget(obj client.Object, now time.Time) targetInfo {
 	ti := targetInfo{obj: obj}
 	var ann map[string]string
 	switch o := obj.(type) {
@@ -113,8 +119,7 @@ func inspectTarget(obj client.Object) targetInfo {
 			want = *o.Spec.Replicas
 		}
 		s := o.Status
-		ti.progressing = s.ObservedGeneration < o.Generation || s.UpdatedReplicas < want ||
-			s.Replicas > s.UpdatedReplicas || s.AvailableReplicas < s.UpdatedReplicas
+		ti.progressing = s.ObservedGeneration < o.Generation || s.UpdatedReplicas < want
 	case *appsv1.StatefulSet:
 		ti.kind = autorebootv1alpha1.KindStatefulSet
 		ti.onDelete = o.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType
@@ -124,24 +129,37 @@ func inspectTarget(obj client.Object) targetInfo {
 			want = *o.Spec.Replicas
 		}
 		s := o.Status
-		ti.progressing = s.ObservedGeneration < o.Generation || s.ReadyReplicas < want || s.UpdatedReplicas < want ||
-			(s.UpdateRevision != "" && s.CurrentRevision != s.UpdateRevision)
+		ti.progressing = s.ObservedGeneration < o.Generation || s.UpdatedReplicas < want
 	case *appsv1.DaemonSet:
 		ti.kind = autorebootv1alpha1.KindDaemonSet
 		ti.onDelete = o.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType
 		ann = o.Spec.Template.Annotations
 		s := o.Status
-		ti.progressing = s.ObservedGeneration < o.Generation || s.UpdatedNumberScheduled < s.DesiredNumberScheduled ||
-			s.NumberAvailable < s.DesiredNumberScheduled
+		ti.progressing = s.ObservedGeneration < o.Generation || s.UpdatedNumberScheduled < s.DesiredNumberScheduled
 	}
 	ti.restartID = obj.GetAnnotations()[autorebootv1alpha1.RestartIDAnnotation]
 	if v, ok := ann[autorebootv1alpha1.RestartedAtAnnotation]; ok {
 		if t, err := time.Parse(time.RFC3339, v); err == nil {
 			ti.restartedAt = t
 		}
+		// A stamp in the future would hold the cooldown (and count as a
+		// restart after any trigger) until that time: ignore it.
+		if ti.restartedAt.After(now.Add(clockSkew)) {
+			ti.restartedAt, ti.stampInFuture = time.Time{}, true
+		}
 	}
 	return ti
 }
+
+// clockSkew is how far a restartedAt stamp may lie ahead of this manager's
+// clock before it counts as set in the future (another replica's clock).
+const clockSkew = 5 * time.Second
+
+// invalidSpecError is a spec problem only the controller can see; it
+// becomes an InvalidSpec condition, not a retried error.
+type invalidSpecError struct{ msg string }
+
+func (e *invalidSpecError) Error() string { return e.msg }
 
 // targetIndex indexes RebootPolicies by "<kind>/<name>" of their target, or
 // "<kind>/*" for selector targets, so a workload event looks up only the
@@ -172,7 +190,7 @@ func (r *Reconciler) policiesForTarget(kind autorebootv1alpha1.TargetKind) func(
 		if err := r.Client.List(ctx, &bySelector, client.InNamespace(obj.GetNamespace()),
 			client.MatchingFields{targetIndex: string(kind) + "/*"}); err == nil {
 			for i := range bySelector.Items {
-				sel, err := metav1.LabelSelectorAsSelector(bySelector.Items[i].Spec.Target.Selector)
+				sel, err := metav1.LabelSelectorAsSelector(bySelector.Items[i].Spec.Target.Selector.LabelSelector())
 				if err == nil && sel.Matches(labels.Set(obj.GetLabels())) {
 					out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&bySelector.Items[i])})
 				}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/fingerprint"
 )
 
 // observation is the raw outcome of one probe, query or read.
@@ -136,7 +137,10 @@ func (t *triggerState) observeProbe(o observation, now time.Time) bool {
 func (t *triggerState) observeChange(o observation, now time.Time) bool {
 	p := &t.published
 	switch {
-	case p.Fingerprint == "":
+	// A baseline of another key (the key Secret was replaced, or status
+	// comes from a manager that did not key fingerprints) cannot be
+	// compared: record a new one rather than fire on every upgrade.
+	case p.Fingerprint == "", !fingerprint.SameKey(p.Fingerprint, o.fingerprint):
 		p.Fingerprint = o.fingerprint
 		p.LastResult = autorebootv1alpha1.ResultSuccess
 		p.Reason = ""

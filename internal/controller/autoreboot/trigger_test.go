@@ -1,10 +1,12 @@
 package autoreboot
 
 import (
+	"hash"
 	"testing"
 	"time"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/fingerprint"
 )
 
 const (
@@ -77,7 +79,8 @@ func TestThresholdTriggerRecordsCountAndTime(t *testing.T) {
 
 func TestChangeTrigger(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	fp := func(s string) observation { return observation{result: ok, fingerprint: s} }
+	// Keyed fingerprints as the probers make them: "h1.<key id>.<hmac>".
+	fp := func(s string) observation { return observation{result: ok, fingerprint: "h1.k1." + s} }
 	e := observation{result: errR, reason: autorebootv1alpha1.ReasonSecretNotFound, message: "secret x not found"}
 	cases := []struct {
 		name          string
@@ -87,14 +90,16 @@ func TestChangeTrigger(t *testing.T) {
 		wantPublishes int
 		wantFP        string
 	}{
-		{"first observation is the baseline, no fire", "", []observation{fp("a")}, 0, 1, "a"},
-		{"unchanged result never fires nor publishes again", "", []observation{fp("a"), fp("a"), fp("a")}, 0, 1, "a"},
-		{"a change fires once and becomes the baseline", "", []observation{fp("a"), fp("b"), fp("b")}, 1, 3, "b"},
-		{"two changes fire twice", "", []observation{fp("a"), fp("b"), fp("c")}, 2, 3, "c"},
-		{"baseline from status survives a restart", "a", []observation{fp("a")}, 0, 0, "a"},
-		{"a change while the operator was down fires", "a", []observation{fp("b")}, 1, 1, "b"},
-		{"errors keep the baseline", "", []observation{fp("a"), e, e, fp("a")}, 0, 3, "a"},
-		{"change after an error fires", "", []observation{fp("a"), e, fp("b")}, 1, 3, "b"},
+		{"first observation is the baseline, no fire", "", []observation{fp("a")}, 0, 1, "h1.k1.a"},
+		{"unchanged result never fires nor publishes again", "", []observation{fp("a"), fp("a"), fp("a")}, 0, 1, "h1.k1.a"},
+		{"a change fires once and becomes the baseline", "", []observation{fp("a"), fp("b"), fp("b")}, 1, 3, "h1.k1.b"},
+		{"two changes fire twice", "", []observation{fp("a"), fp("b"), fp("c")}, 2, 3, "h1.k1.c"},
+		{"baseline from status survives a restart", "h1.k1.a", []observation{fp("a")}, 0, 0, "h1.k1.a"},
+		{"a change while the operator was down fires", "h1.k1.a", []observation{fp("b")}, 1, 1, "h1.k1.b"},
+		{"errors keep the baseline", "", []observation{fp("a"), e, e, fp("a")}, 0, 3, "h1.k1.a"},
+		{"change after an error fires", "", []observation{fp("a"), e, fp("b")}, 1, 3, "h1.k1.b"},
+		{"a baseline of another key is recorded anew, no fire", "h1.k0.a", []observation{fp("b")}, 0, 1, "h1.k1.b"},
+		{"an unkeyed baseline of an older manager is recorded anew, no fire", "0f1e2d", []observation{fp("b")}, 0, 1, "h1.k1.b"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -124,6 +129,13 @@ func TestChangeTrigger(t *testing.T) {
 }
 
 func TestDataFingerprint(t *testing.T) {
+	key, err := fingerprint.NewKey([]byte("unit-test-key-unit-test-key-0123"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dataFingerprint := func(data map[string][]byte, keys []string) string {
+		return key.Sum(func(h hash.Hash) { writeData(h, data, keys) })
+	}
 	a := map[string][]byte{"x": []byte("1"), "y": []byte("2")}
 	b := map[string][]byte{"y": []byte("2"), "x": []byte("1")}
 	if dataFingerprint(a, nil) != dataFingerprint(b, nil) {
@@ -142,4 +154,13 @@ func TestDataFingerprint(t *testing.T) {
 	if dataFingerprint(map[string][]byte{"ab": []byte("c")}, nil) == dataFingerprint(map[string][]byte{"a": []byte("bc")}, nil) {
 		t.Fatal("key/value boundary is ambiguous")
 	}
+}
+
+func testKeys(t *testing.T) *fingerprint.Source {
+	t.Helper()
+	k, err := fingerprint.NewKey([]byte("unit-test-key-unit-test-key-0123"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fingerprint.StaticSource(k)
 }

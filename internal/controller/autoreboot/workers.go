@@ -281,7 +281,7 @@ func (wk *worker) schedule() (period, timeout, initialDelay time.Duration) {
 		initialDelay = seconds(t.Probe.InitialDelaySeconds, 0)
 	case t.SQL != nil:
 		period = seconds(t.SQL.PeriodSeconds, 30)
-		timeout = seconds(t.SQL.TimeoutSeconds, 5)
+		timeout = seconds(t.SQL.TimeoutSeconds, 5) + sqlClientGrace
 	case t.Watch != nil:
 		period = seconds(t.Watch.PeriodSeconds, 10)
 		timeout = 10 * time.Second

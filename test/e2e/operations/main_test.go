@@ -177,7 +177,9 @@ func startManager(t *testing.T, kubeconfig string, args ...string) *cluster.Mana
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	m, err := cluster.StartManager(ctx, managerBin, kubeconfig, append([]string{"--zap-log-level=info"}, args...)...)
+	// The admin's choices come first, so that a test's own flags win.
+	defaults := []string{"--zap-log-level=info", "--operator-namespace=" + systemNamespace, "--probe-allow=127.0.0.1:3306,127.0.0.1:5432"}
+	m, err := cluster.StartManager(ctx, managerBin, kubeconfig, append(defaults, args...)...)
 	if err != nil {
 		t.Fatalf("starting the manager: %v", err)
 	}

@@ -113,7 +113,7 @@ func TestRunsAsServiceAccount(t *testing.T) {
 		_, err = db.ExecContext(ctx, "INSERT INTO "+table+" VALUES (1, 'a')")
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(k8s.Create(ctx, &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db", Labels: map[string]string{autorebootv1alpha1.UsableLabel: "true"}},
 			StringData: map[string]string{"dsn": "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"},
 		})).To(Succeed())
 		setConfigMap(g, ns, "settings", "1")

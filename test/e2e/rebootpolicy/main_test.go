@@ -62,7 +62,14 @@ func run(m *testing.M) int {
 		return 1
 	}
 	bin := suite.ManagerBinary
-	mgr, err = cluster.StartManager(ctx, bin, c.Kubeconfig, "--controllers=rebootpolicy", "--exec-probe-dir="+execDir, "--zap-log-level=info")
+	if _, err := c.Kubectl(ctx, "create", "namespace", operatorNamespace); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	// As an admin would: the machine's databases by exact address and port,
+	// nothing else on loopback.
+	mgr, err = cluster.StartManager(ctx, bin, c.Kubeconfig, "--controllers=rebootpolicy", "--exec-probe-dir="+execDir, "--zap-log-level=info",
+		"--operator-namespace="+operatorNamespace, "--probe-allow=127.0.0.1:3306,127.0.0.1:5432")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the manager:", err)
 		return 1
@@ -72,6 +79,9 @@ func run(m *testing.M) int {
 	_ = mgr.Stop()
 	return code
 }
+
+// operatorNamespace is the manager's own namespace (fingerprint key).
+const operatorNamespace = "runbook-system"
 
 func suffix() string {
 	b := make([]byte, 3)

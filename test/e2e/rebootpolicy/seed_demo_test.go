@@ -41,7 +41,7 @@ func TestSeedDemo(t *testing.T) {
 
 	ns := createNamespace(t, "demo")
 	g.Expect(k8s.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo-db"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo-db", Labels: map[string]string{autorebootv1alpha1.UsableLabel: "true"}},
 		StringData: map[string]string{"dsn": "root@tcp(127.0.0.1:3306)/" + dbName},
 	})).To(Succeed())
 	g.Expect(k8s.Create(ctx, nginxDeployment(ns, "nginx", 3))).To(Succeed())

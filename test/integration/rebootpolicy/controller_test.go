@@ -3,10 +3,7 @@ package rebootpolicy
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
-	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -31,16 +28,18 @@ const (
 	interval = 100 * time.Millisecond
 )
 
-// healthServer answers 200 until failing is set, then 500.
+// healthServer answers 200 until failing is set, then 500. All health
+// servers share the suite's one external server, the only probe address
+// the manager allows besides the databases (see TestMain).
 type healthServer struct {
-	*httptest.Server
+	prefix  string
 	failing atomic.Bool
 	hits    atomic.Int64
 }
 
 func newHealthServer(t *testing.T) *healthServer {
 	h := &healthServer{}
-	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	h.prefix = external.handle(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		h.hits.Add(1)
 		if h.failing.Load() {
 			w.WriteHeader(http.StatusInternalServerError)
@@ -48,15 +47,12 @@ func newHealthServer(t *testing.T) *healthServer {
 		}
 		w.WriteHeader(http.StatusOK)
 	}))
-	t.Cleanup(h.Close)
 	return h
 }
 
 func (h *healthServer) probe(path string, failureThreshold int32) *corev1.Probe {
-	u, _ := url.Parse(h.URL)
-	port, _ := strconv.Atoi(u.Port())
 	return &corev1.Probe{
-		ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: u.Hostname(), Port: intstr.FromInt(port), Path: path}},
+		ProbeHandler:     corev1.ProbeHandler{HTTPGet: external.get(h.prefix + path)},
 		PeriodSeconds:    1,
 		TimeoutSeconds:   1,
 		FailureThreshold: failureThreshold,
@@ -471,12 +467,12 @@ func TestProblemsBecomeConditions(t *testing.T) {
 		{"secret", newRBP(ns, "secret", target, autorebootv1alpha1.Policy{Name: "db", Trigger: autorebootv1alpha1.Trigger{
 			SQL: &autorebootv1alpha1.SQLTrigger{Driver: autorebootv1alpha1.DriverMySQL, Query: "SELECT 1", PeriodSeconds: 1, TimeoutSeconds: 1,
 				DSNSecretRef: autorebootv1alpha1.SecretKeySelector{Name: "missing", Key: "dsn"}}}}),
-			autorebootv1alpha1.ReasonSecretNotFound},
+			autorebootv1alpha1.ReasonSecretNotUsable},
 		{"target", newRBP(ns, "target", autorebootv1alpha1.TargetRef{Kind: autorebootv1alpha1.KindDeployment, Name: "nope"}, watchPolicy("settings")),
 			autorebootv1alpha1.ReasonTargetNotFound},
 		{"metadata", newRBP(ns, "metadata", target, autorebootv1alpha1.Policy{Name: "imds", Trigger: autorebootv1alpha1.Trigger{
 			Probe: &corev1.Probe{PeriodSeconds: 1, ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: "169.254.169.254", Port: intstr.FromInt(80)}}}}}),
-			autorebootv1alpha1.ReasonLinkLocalRefused},
+			autorebootv1alpha1.ReasonAddressNotAllowed},
 		{"watched", newRBP(ns, "watched", target, watchPolicy("no-such-configmap")), autorebootv1alpha1.ReasonWatchedNotFound},
 	}
 	for _, tc := range cases {
@@ -514,7 +510,7 @@ func TestSelectorRestartsEveryMatchingWorkload(t *testing.T) {
 	}
 	changeConfigMap(t, ns, "settings", "v1")
 	g.Expect(createRBP(t, newRBP(ns, "rbp", autorebootv1alpha1.TargetRef{Kind: autorebootv1alpha1.KindDeployment,
-		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "front"}}}, watchPolicy("settings")))).To(Succeed())
+		Selector: &autorebootv1alpha1.TargetSelector{MatchLabels: map[string]autorebootv1alpha1.LabelValue{"tier": "front"}}}, watchPolicy("settings")))).To(Succeed())
 	waitBaseline(t, ns, "rbp")
 	changeConfigMap(t, ns, "settings", "v2")
 	for _, name := range []string{"a", "b"} {

@@ -8,16 +8,19 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zapcore"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -26,9 +29,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"time"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 	"github.com/runbook-dev/runbook/internal/controller/autoreboot"
+	"github.com/runbook-dev/runbook/internal/netpolicy"
 	"github.com/runbook-dev/runbook/test/testenv"
 )
 
@@ -36,23 +41,56 @@ var (
 	env     *testenv.Env
 	k8s     client.Client
 	workers *autoreboot.Workers
+	// external is the one HTTP server probes may reach: the manager is told
+	// to allow exactly its address, as an admin would allow a dependency.
+	external *externalServer
+	// managerLogs is everything the in-process manager logged, to prove
+	// that no secret, DSN or file content reaches a log.
+	managerLogs = &syncBuffer{}
+	// metricsRegistry holds the manager's metrics, read by tests to wait
+	// for probes having run (instead of sleeping).
+	metricsRegistry = prometheus.NewRegistry()
+)
+
+// Manager settings of the suite, as an admin would set the flags.
+const (
+	operatorNamespace = "runbook-system"
+	// maxPerNamespace is --probe-max-per-namespace; tests keep fewer
+	// policies per namespace, except the one about the limit.
+	maxPerNamespace = 6
 )
 
 func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
 	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		panic(err)
-	}
-	if err := autorebootv1alpha1.AddToScheme(scheme); err != nil {
-		panic(err)
-	}
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(autorebootv1alpha1.AddToScheme(scheme))
 	e, err := startEnvtest(scheme)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting envtest:", err)
-		os.Exit(1)
+		return 1
 	}
+	defer func() { _ = e.Stop() }()
 	env, k8s = e, e.Client
-	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapLevel())))
+	if external, err = startExternalServer(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer external.Close()
+	if err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	// Everything down to V(1) is kept for the leak checks; RBP_DEBUG also
+	// prints it.
+	var logs io.Writer = managerLogs
+	if os.Getenv("RBP_DEBUG") != "" {
+		logs = io.MultiWriter(os.Stderr, managerLogs)
+	}
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapcore.Level(-1)), zap.WriteTo(logs)))
 	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -60,15 +98,29 @@ func TestMain(m *testing.M) {
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
-		_ = e.Stop()
-		os.Exit(1)
+		return 1
+	}
+	allow, err := netpolicy.ParseRules("127.0.0.1:3306,127.0.0.1:5432," + external.Listener.Addr().String())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	metrics := autoreboot.NewMetrics()
+	if err := metrics.Register(metricsRegistry); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	// No --exec-probe-dir: exec probes must be refused.
-	workers, err = autoreboot.Setup(mgr, autoreboot.Options{Clock: clock.RealClock{}, Metrics: autoreboot.NewMetrics()})
+	workers, err = autoreboot.Setup(mgr, autoreboot.Options{
+		Probes:  autoreboot.ProbeSettings{OperatorNamespace: operatorNamespace},
+		Network: netpolicy.Settings{Allow: allow},
+		Limits:  autoreboot.Limits{MinPeriod: time.Second, MaxPerNamespace: maxPerNamespace},
+		Clock:   clock.RealClock{},
+		Metrics: metrics,
+	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "setup:", err)
-		_ = e.Stop()
-		os.Exit(1)
+		return 1
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -76,8 +128,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	cancel()
 	<-done
-	_ = e.Stop()
-	os.Exit(code)
+	return code
 }
 
 // startEnvtest is testenv.Start with only this package's CRD installed, so
@@ -103,13 +154,6 @@ func startEnvtest(scheme *runtime.Scheme) (*testenv.Env, error) {
 		return nil, err
 	}
 	return &testenv.Env{Environment: e, Config: cfg, Client: c}, nil
-}
-
-func zapLevel() zapcore.Level {
-	if os.Getenv("RBP_DEBUG") != "" {
-		return -2
-	}
-	return 1
 }
 
 func suffix() string {

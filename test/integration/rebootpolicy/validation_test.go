@@ -2,6 +2,7 @@ package rebootpolicy
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -40,7 +41,7 @@ func TestValidationRejectsBadSpecs(t *testing.T) {
 		message string
 	}{
 		{"target with name and selector", func(s *autorebootv1alpha1.RebootPolicySpec) {
-			s.Target.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}}
+			s.Target.Selector = &autorebootv1alpha1.TargetSelector{MatchLabels: map[string]autorebootv1alpha1.LabelValue{"app": "x"}}
 		}, "exactly one of name or selector"},
 		{"target with neither name nor selector", func(s *autorebootv1alpha1.RebootPolicySpec) { s.Target.Name = "" }, "exactly one of name or selector"},
 		{"unsupported target kind", func(s *autorebootv1alpha1.RebootPolicySpec) { s.Target.Kind = "CronJob" }, `Unsupported value: "CronJob"`},
@@ -129,7 +130,7 @@ func TestValidationAcceptsAndDefaults(t *testing.T) {
 	specs := map[string]autorebootv1alpha1.RebootPolicySpec{}
 	specs["probe"] = validSpec()
 	sel := validSpec()
-	sel.Target = autorebootv1alpha1.TargetRef{Kind: autorebootv1alpha1.KindDaemonSet, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}}}
+	sel.Target = autorebootv1alpha1.TargetRef{Kind: autorebootv1alpha1.KindDaemonSet, Selector: &autorebootv1alpha1.TargetSelector{MatchLabels: map[string]autorebootv1alpha1.LabelValue{"a": "b"}}}
 	sel.Policies = []autorebootv1alpha1.Policy{
 		{Name: "db", Trigger: autorebootv1alpha1.Trigger{SQL: &autorebootv1alpha1.SQLTrigger{Driver: autorebootv1alpha1.DriverPostgres, Query: "SELECT 1",
 			DSNSecretRef: autorebootv1alpha1.SecretKeySelector{Name: "db", Key: "dsn"}}}},
@@ -154,5 +155,84 @@ func TestValidationAcceptsAndDefaults(t *testing.T) {
 	q := all.Spec.Policies[0].Trigger.SQL
 	if q.PeriodSeconds != 30 || q.TimeoutSeconds != 5 || all.Spec.Policies[1].Trigger.Watch.PeriodSeconds != 10 {
 		t.Fatalf("trigger defaults not applied: %+v %+v", q, all.Spec.Policies[1].Trigger.Watch)
+	}
+}
+
+func TestSelectorBattery(t *testing.T) {
+	ns := createNamespace(t, "selectors")
+	req := func(key string, op autorebootv1alpha1.SelectorOperator, values ...string) autorebootv1alpha1.SelectorRequirement {
+		return autorebootv1alpha1.SelectorRequirement{Key: key, Operator: op, Values: values}
+	}
+	cases := []struct {
+		name     string
+		selector autorebootv1alpha1.TargetSelector
+		message  string // "" means accepted
+	}{
+		{"unknown operator", autorebootv1alpha1.TargetSelector{MatchExpressions: []autorebootv1alpha1.SelectorRequirement{req("app", "Foo", "x")}}, `Unsupported value: "Foo"`},
+		{"In without values", autorebootv1alpha1.TargetSelector{MatchExpressions: []autorebootv1alpha1.SelectorRequirement{req("app", autorebootv1alpha1.SelectorOpIn)}}, "In and NotIn need at least one value"},
+		{"NotIn without values", autorebootv1alpha1.TargetSelector{MatchExpressions: []autorebootv1alpha1.SelectorRequirement{req("app", autorebootv1alpha1.SelectorOpNotIn)}}, "In and NotIn need at least one value"},
+		{"Exists with values", autorebootv1alpha1.TargetSelector{MatchExpressions: []autorebootv1alpha1.SelectorRequirement{req("app", autorebootv1alpha1.SelectorOpExists, "x")}}, "Exists and DoesNotExist take none"},
+		{"invalid expression value", autorebootv1alpha1.TargetSelector{MatchExpressions: []autorebootv1alpha1.SelectorRequirement{req("app", autorebootv1alpha1.SelectorOpIn, "bad value!")}}, "values"},
+		{"expression value too long", autorebootv1alpha1.TargetSelector{MatchExpressions: []autorebootv1alpha1.SelectorRequirement{req("app", autorebootv1alpha1.SelectorOpIn, strings.Repeat("a", 64))}}, "values"},
+		{"invalid expression key", autorebootv1alpha1.TargetSelector{MatchExpressions: []autorebootv1alpha1.SelectorRequirement{req("-app", autorebootv1alpha1.SelectorOpExists)}}, "key"},
+		{"invalid matchLabels value", autorebootv1alpha1.TargetSelector{MatchLabels: map[string]autorebootv1alpha1.LabelValue{"app": "a b"}}, "spec.target.selector.matchLabels.app"},
+		{"matchLabels value too long", autorebootv1alpha1.TargetSelector{MatchLabels: map[string]autorebootv1alpha1.LabelValue{"app": autorebootv1alpha1.LabelValue(strings.Repeat("a", 64))}}, "spec.target.selector.matchLabels.app"},
+		{"invalid matchLabels key", autorebootv1alpha1.TargetSelector{MatchLabels: map[string]autorebootv1alpha1.LabelValue{"bad key": "a"}}, "keys must be valid label keys"},
+		{"matchLabels key with a bad prefix", autorebootv1alpha1.TargetSelector{MatchLabels: map[string]autorebootv1alpha1.LabelValue{"Example.COM/app": "a"}}, "keys must be valid label keys"},
+		{"empty selector", autorebootv1alpha1.TargetSelector{}, "an empty selector would select every workload"},
+		{"empty matchLabels", autorebootv1alpha1.TargetSelector{MatchLabels: map[string]autorebootv1alpha1.LabelValue{}}, "an empty selector would select every workload"},
+		{"valid labels", autorebootv1alpha1.TargetSelector{MatchLabels: map[string]autorebootv1alpha1.LabelValue{"app.kubernetes.io/name": "web", "tier": ""}}, ""},
+		{"valid expressions", autorebootv1alpha1.TargetSelector{MatchExpressions: []autorebootv1alpha1.SelectorRequirement{
+			req("tier", autorebootv1alpha1.SelectorOpIn, "front", "edge"), req("canary", autorebootv1alpha1.SelectorOpDoesNotExist)}}, ""},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := validSpec()
+			spec.Target = autorebootv1alpha1.TargetRef{Kind: autorebootv1alpha1.KindDeployment, Selector: tc.selector.DeepCopy()}
+			rbp := &autorebootv1alpha1.RebootPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("sel-%d", i)}, Spec: spec}
+			err := k8s.Create(context.Background(), rbp)
+			if tc.message == "" {
+				if err != nil {
+					t.Fatalf("rejected: %v", err)
+				}
+				_ = k8s.Delete(context.Background(), rbp)
+				return
+			}
+			if err == nil {
+				_ = k8s.Delete(context.Background(), rbp)
+				t.Fatalf("accepted: %+v", tc.selector)
+			}
+			if !strings.Contains(err.Error(), tc.message) {
+				t.Fatalf("error %q does not mention %q", err, tc.message)
+			}
+		})
+	}
+}
+
+func TestProbeFieldsAreValidated(t *testing.T) {
+	ns := createNamespace(t, "probefields")
+	cases := []struct {
+		name    string
+		mutate  func(g *corev1.HTTPGetAction)
+		message string
+	}{
+		{"port 0", func(g *corev1.HTTPGetAction) { g.Port = intstr.FromInt(0) }, "port must be between 1 and 65535"},
+		{"port 70000", func(g *corev1.HTTPGetAction) { g.Port = intstr.FromInt(70000) }, "port must be between 1 and 65535"},
+		{"scheme", func(g *corev1.HTTPGetAction) { g.Scheme = "GOPHER" }, "scheme must be HTTP or HTTPS"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := validSpec()
+			tc.mutate(spec.Policies[0].Trigger.Probe.HTTPGet)
+			rbp := &autorebootv1alpha1.RebootPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("probe-%d", i)}, Spec: spec}
+			err := k8s.Create(context.Background(), rbp)
+			if err == nil {
+				_ = k8s.Delete(context.Background(), rbp)
+				t.Fatalf("accepted")
+			}
+			if !strings.Contains(err.Error(), tc.message) {
+				t.Fatalf("error %q does not mention %q", err, tc.message)
+			}
+		})
 	}
 }

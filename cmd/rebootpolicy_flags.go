@@ -1,0 +1,129 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	autorebootcontroller "github.com/runbook-dev/runbook/internal/controller/autoreboot"
+	"github.com/runbook-dev/runbook/internal/fingerprint"
+	"github.com/runbook-dev/runbook/internal/netpolicy"
+	"github.com/runbook-dev/runbook/internal/sqlguard"
+)
+
+// rebootPolicyFlags are the admin's settings of the RebootPolicy
+// controller: what tenants' probes may reach and how much they may cost.
+type rebootPolicyFlags struct {
+	execProbeDir    *string
+	allowLinkLocal  *bool
+	probeAllow      *string
+	probeDeny       *string
+	unixSockets     *string
+	podCIDRs        *string
+	minPeriod       *time.Duration
+	maxPerNamespace *int
+	sqlMaxRows      *int
+	sqlMaxRowBytes  *int
+	sqlMaxResult    *int
+	fingerprintKey  *string
+}
+
+func bindRebootPolicyFlags(fs *flag.FlagSet) *rebootPolicyFlags {
+	return &rebootPolicyFlags{
+		execProbeDir: fs.String("exec-probe-dir", "",
+			"Directory of scripts that RebootPolicy exec probes may run; empty disables exec probes."),
+		allowLinkLocal: fs.Bool("allow-link-local-probes", false,
+			"Allow RebootPolicy probes to link-local addresses (169.254.0.0/16, fe80::/10); cloud metadata endpoints stay refused unless --probe-allow names them."),
+		probeAllow: fs.String("probe-allow", "",
+			"Comma-separated addresses RebootPolicy probes and SQL connections may reach although the built-in policy refuses them: CIDR or IP, each optionally with :port (e.g. 127.0.0.1:3306,[::1]:5432,10.0.0.0/8:443)."),
+		probeDeny: fs.String("probe-deny", "",
+			"Comma-separated addresses (same syntax as --probe-allow) RebootPolicy probes and SQL connections may never reach; wins over --probe-allow."),
+		unixSockets: fs.String("probe-allow-unix-sockets", "",
+			"Comma-separated database socket paths (MySQL socket file, PostgreSQL socket directory) sql triggers may use; none by default."),
+		podCIDRs: fs.String("cluster-pod-cidrs", "",
+			"Comma-separated pod CIDRs of the cluster; when set, only addresses inside them are looked up as pod IPs (saves an apiserver list per new probe address)."),
+		minPeriod: fs.Duration("probe-min-period", time.Second,
+			"Shortest period a RebootPolicy probe, query or watch may run at; faster policies do not run (PeriodBelowMinimum)."),
+		maxPerNamespace: fs.Int("probe-max-per-namespace", 100,
+			"Most RebootPolicy policies (probe workers) running in one namespace, oldest first; 0 means no limit."),
+		sqlMaxRows: fs.Int("sql-max-rows", sqlguard.DefaultMaxRows, "Most rows an sql trigger's result may have."),
+		sqlMaxRowBytes: fs.Int("sql-max-row-bytes", sqlguard.DefaultMaxRowBytes,
+			"Most bytes one row of an sql trigger's result may have."),
+		sqlMaxResult: fs.Int("sql-max-result-bytes", sqlguard.DefaultMaxResultBytes,
+			"Most bytes an sql trigger's whole result may have."),
+		fingerprintKey: fs.String("fingerprint-key-secret", fingerprint.DefaultSecretName,
+			"Secret in --operator-namespace holding the key of RebootPolicy fingerprints (created if missing)."),
+	}
+}
+
+// options turns the flags into the controller's options.
+func (f *rebootPolicyFlags) options(operatorNamespace string) (autorebootcontroller.Options, error) {
+	network, err := f.network()
+	if err != nil {
+		return autorebootcontroller.Options{}, err
+	}
+	return autorebootcontroller.Options{
+		Probes: autorebootcontroller.ProbeSettings{
+			ExecProbeDir:         *f.execProbeDir,
+			OperatorNamespace:    operatorNamespace,
+			FingerprintKeySecret: *f.fingerprintKey,
+			SQL: autorebootcontroller.SQLSettings{
+				Limits:           sqlguard.Limits{MaxRows: *f.sqlMaxRows, MaxRowBytes: *f.sqlMaxRowBytes, MaxResultBytes: *f.sqlMaxResult},
+				AllowUnixSockets: network.AllowUnixSockets,
+			},
+		},
+		Network: network,
+		Limits:  autorebootcontroller.Limits{MinPeriod: *f.minPeriod, MaxPerNamespace: *f.maxPerNamespace},
+		Clock:   clock.RealClock{},
+		Metrics: autorebootcontroller.NewMetrics(),
+	}, nil
+}
+
+func (f *rebootPolicyFlags) network() (netpolicy.Settings, error) {
+	allow, err := netpolicy.ParseRules(*f.probeAllow)
+	if err != nil {
+		return netpolicy.Settings{}, fmt.Errorf("--probe-allow: %w", err)
+	}
+	deny, err := netpolicy.ParseRules(*f.probeDeny)
+	if err != nil {
+		return netpolicy.Settings{}, fmt.Errorf("--probe-deny: %w", err)
+	}
+	pods, err := parsePrefixes(*f.podCIDRs)
+	if err != nil {
+		return netpolicy.Settings{}, fmt.Errorf("--cluster-pod-cidrs: %w", err)
+	}
+	self, err := netpolicy.LocalAddrs()
+	if err != nil {
+		return netpolicy.Settings{}, fmt.Errorf("reading the manager's own addresses: %w", err)
+	}
+	return netpolicy.Settings{
+		Allow: allow, Deny: deny, AllowLinkLocal: *f.allowLinkLocal,
+		AllowUnixSockets: splitList(*f.unixSockets), PodCIDRs: pods, SelfAddrs: self,
+	}, nil
+}
+
+func parsePrefixes(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, e := range splitList(s) {
+		p, err := netip.ParsePrefix(e)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a CIDR", e)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
