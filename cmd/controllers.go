@@ -11,12 +11,12 @@ import (
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 	cachev1alpha1 "github.com/runbook-dev/runbook/api/cache/v1alpha1"
-	autorebootcontroller "github.com/runbook-dev/runbook/internal/controller/autoreboot"
-	cachecontroller "github.com/runbook-dev/runbook/internal/controller/cache"
+	memcached "github.com/runbook-dev/runbook/internal/controller/memcached"
+	rebootpolicy "github.com/runbook-dev/runbook/internal/controller/rebootpolicy"
 	"github.com/runbook-dev/runbook/internal/registry"
 
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
-	scalingcontroller "github.com/runbook-dev/runbook/internal/controller/scaling"
+	nsscaler "github.com/runbook-dev/runbook/internal/controller/nsscaler"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
@@ -41,7 +41,7 @@ func registerControllers(reg *registry.Registry, scheme *runtime.Scheme, fs *fla
 		if err := opts.Metrics.Register(crmetrics.Registry); err != nil {
 			return err
 		}
-		_, err = autorebootcontroller.Setup(mgr, opts)
+		_, err = rebootpolicy.Setup(mgr, opts)
 		return err
 	})
 	// nsscaler: NSScalers (scaling.runbook.dev) park namespaces, see docs/nsscaler.md.
@@ -50,15 +50,15 @@ func registerControllers(reg *registry.Registry, scheme *runtime.Scheme, fs *fla
 	nsscalerQPS := fs.Float64("nsscaler-write-qps", 0,
 		"Workload writes per second the nsscaler controller may send; 0: no limit but --nsscaler-write-concurrency.")
 	reg.Add("nsscaler", func(mgr ctrl.Manager) error {
-		metrics, err := scalingcontroller.NewMetrics(crmetrics.Registry)
+		metrics, err := nsscaler.NewMetrics(crmetrics.Registry)
 		if err != nil {
 			return err
 		}
-		return (&scalingcontroller.Reconciler{
+		return (&nsscaler.Reconciler{
 			Client:            mgr.GetClient(),
 			APIReader:         mgr.GetAPIReader(),
 			RESTMapper:        mgr.GetRESTMapper(),
-			Recorder:          mgr.GetEventRecorder(scalingcontroller.ControllerName),
+			Recorder:          mgr.GetEventRecorder(nsscaler.ControllerName),
 			Clock:             clock.RealClock{},
 			Metrics:           metrics,
 			OperatorNamespace: *operatorNamespace,
@@ -70,11 +70,11 @@ func registerControllers(reg *registry.Registry, scheme *runtime.Scheme, fs *fla
 	utilruntime.Must(cachev1alpha1.AddToScheme(scheme))
 	memcachedWorkers := fs.Int("memcached-max-concurrent-reconciles", 4, "Memcached objects the memcached controller reconciles in parallel.")
 	reg.Add("memcached", func(mgr ctrl.Manager) error {
-		return (&cachecontroller.Reconciler{
+		return (&memcached.Reconciler{
 			Client:                  mgr.GetClient(),
 			Recorder:                mgr.GetEventRecorder("memcached-controller"),
 			Clock:                   clock.RealClock{},
-			FieldManager:            cachecontroller.DefaultFieldManager,
+			FieldManager:            memcached.DefaultFieldManager,
 			MaxConcurrentReconciles: *memcachedWorkers,
 		}).SetupWithManager(mgr)
 	})

@@ -9,7 +9,7 @@ import (
 
 	"k8s.io/utils/clock"
 
-	autorebootcontroller "github.com/runbook-dev/runbook/internal/controller/autoreboot"
+	rebootpolicy "github.com/runbook-dev/runbook/internal/controller/rebootpolicy"
 	"github.com/runbook-dev/runbook/internal/fingerprint"
 	"github.com/runbook-dev/runbook/internal/netpolicy"
 	"github.com/runbook-dev/runbook/internal/sqlguard"
@@ -61,25 +61,25 @@ func bindRebootPolicyFlags(fs *flag.FlagSet) *rebootPolicyFlags {
 }
 
 // options turns the flags into the controller's options.
-func (f *rebootPolicyFlags) options(operatorNamespace string) (autorebootcontroller.Options, error) {
+func (f *rebootPolicyFlags) options(operatorNamespace string) (rebootpolicy.Options, error) {
 	network, err := f.network()
 	if err != nil {
-		return autorebootcontroller.Options{}, err
+		return rebootpolicy.Options{}, err
 	}
-	return autorebootcontroller.Options{
-		Probes: autorebootcontroller.ProbeSettings{
+	return rebootpolicy.Options{
+		Probes: rebootpolicy.ProbeSettings{
 			ExecProbeDir:         *f.execProbeDir,
 			OperatorNamespace:    operatorNamespace,
 			FingerprintKeySecret: *f.fingerprintKey,
-			SQL: autorebootcontroller.SQLSettings{
+			SQL: rebootpolicy.SQLSettings{
 				Limits:           sqlguard.Limits{MaxRows: *f.sqlMaxRows, MaxRowBytes: *f.sqlMaxRowBytes, MaxResultBytes: *f.sqlMaxResult},
 				AllowUnixSockets: network.AllowUnixSockets,
 			},
 		},
 		Network: network,
-		Limits:  autorebootcontroller.Limits{MinPeriod: *f.minPeriod, MaxPerNamespace: *f.maxPerNamespace},
+		Limits:  rebootpolicy.Limits{MinPeriod: *f.minPeriod, MaxPerNamespace: *f.maxPerNamespace},
 		Clock:   clock.RealClock{},
-		Metrics: autorebootcontroller.NewMetrics(),
+		Metrics: rebootpolicy.NewMetrics(),
 	}, nil
 }
 

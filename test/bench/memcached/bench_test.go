@@ -38,7 +38,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	cachev1alpha1 "github.com/runbook-dev/runbook/api/cache/v1alpha1"
-	cachecontroller "github.com/runbook-dev/runbook/internal/controller/cache"
+	mccontroller "github.com/runbook-dev/runbook/internal/controller/memcached"
 	"github.com/runbook-dev/runbook/test/cluster"
 	"github.com/runbook-dev/runbook/test/testenv"
 )
@@ -149,8 +149,8 @@ func BenchmarkMemcached500(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	r := &cachecontroller.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("memcached-controller"),
-		Clock: clock.RealClock{}, FieldManager: cachecontroller.DefaultFieldManager, MaxConcurrentReconciles: 4}
+	r := &mccontroller.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("memcached-controller"),
+		Clock: clock.RealClock{}, FieldManager: mccontroller.DefaultFieldManager, MaxConcurrentReconciles: 4}
 	if err := r.SetupWithManager(mgr); err != nil {
 		b.Fatal(err)
 	}

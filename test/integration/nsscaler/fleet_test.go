@@ -10,7 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/runbook-dev/runbook/internal/controller/scaling"
+	nsscontroller "github.com/runbook-dev/runbook/internal/controller/nsscaler"
 )
 
 // fleet is the crash tests' Deployments: namespaces <prefix>NN with
@@ -53,7 +53,7 @@ func (f *fleet) list(g Gomega) []appsv1.Deployment {
 func (f *fleet) annotated(g Gomega) int {
 	n := 0
 	for _, d := range f.list(g) {
-		if _, ok := d.Annotations[scaling.AnnotationOriginal]; ok {
+		if _, ok := d.Annotations[nsscontroller.AnnotationOriginal]; ok {
 			n++
 		}
 	}
@@ -67,7 +67,7 @@ func (f *fleet) expectNoOriginalLost(g Gomega) int {
 	parked := 0
 	for _, d := range f.list(g) {
 		key := client.ObjectKeyFromObject(&d)
-		ann, ok := d.Annotations[scaling.AnnotationOriginal]
+		ann, ok := d.Annotations[nsscontroller.AnnotationOriginal]
 		if !ok {
 			g.Expect(*d.Spec.Replicas).To(Equal(f.original[key]), "%s scaled without its original recorded", key)
 			continue
@@ -85,7 +85,7 @@ func (f *fleet) allParked(g Gomega) {
 	for _, d := range f.list(g) {
 		key := client.ObjectKeyFromObject(&d)
 		g.Expect(*d.Spec.Replicas).To(BeZero(), "%s", key)
-		g.Expect(d.Annotations[scaling.AnnotationOriginal]).To(Equal(parkedBy(f.scaler, f.original[key])), "%s", key)
+		g.Expect(d.Annotations[nsscontroller.AnnotationOriginal]).To(Equal(parkedBy(f.scaler, f.original[key])), "%s", key)
 	}
 }
 
@@ -94,6 +94,6 @@ func (f *fleet) allRestored(g Gomega) {
 	for _, d := range f.list(g) {
 		key := client.ObjectKeyFromObject(&d)
 		g.Expect(*d.Spec.Replicas).To(Equal(f.original[key]), "%s", key)
-		g.Expect(d.Annotations).NotTo(HaveKey(scaling.AnnotationOriginal), "%s", key)
+		g.Expect(d.Annotations).NotTo(HaveKey(nsscontroller.AnnotationOriginal), "%s", key)
 	}
 }

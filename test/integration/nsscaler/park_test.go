@@ -15,7 +15,7 @@ import (
 
 	cachev1alpha1 "github.com/runbook-dev/runbook/api/cache/v1alpha1"
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
-	"github.com/runbook-dev/runbook/internal/controller/scaling"
+	nsscontroller "github.com/runbook-dev/runbook/internal/controller/nsscaler"
 )
 
 var allBuiltins = []scalingv1alpha1.WorkloadKind{{Kind: "Deployment"}, {Kind: "StatefulSet"}, {Kind: "CronJob"}}
@@ -36,8 +36,8 @@ func expectParked(g Gomega, by, ns string) {
 	g.Expect(deploymentState(g, ns, "web")).To(Equal(state{Replicas: 0, Annotation: parkedBy(by, 3)}), "web in %s", ns)
 	g.Expect(deploymentState(g, ns, "api")).To(Equal(state{Replicas: 0, Annotation: parkedBy(by, 1)}), "api in %s", ns)
 	g.Expect(statefulSetState(g, ns, "db")).To(Equal(state{Replicas: 0, Annotation: parkedBy(by, 2)}), "db in %s", ns)
-	g.Expect(cronJobState(g, ns, "nightly")).To(Equal(state{Suspend: true, Annotation: scaling.SuspendOriginal(false, by).Encode()}), "nightly in %s", ns)
-	g.Expect(cronJobState(g, ns, "paused")).To(Equal(state{Suspend: true, Annotation: scaling.SuspendOriginal(true, by).Encode()}), "paused in %s", ns)
+	g.Expect(cronJobState(g, ns, "nightly")).To(Equal(state{Suspend: true, Annotation: nsscontroller.SuspendOriginal(false, by).Encode()}), "nightly in %s", ns)
+	g.Expect(cronJobState(g, ns, "paused")).To(Equal(state{Suspend: true, Annotation: nsscontroller.SuspendOriginal(true, by).Encode()}), "paused in %s", ns)
 }
 
 func expectOriginal(g Gomega, ns string) {
@@ -92,7 +92,7 @@ func TestParkWhitelistFlipAndDeletionRestore(t *testing.T) {
 		g.Expect([]any{st, reason}).To(Equal([]any{metav1.ConditionTrue, scalingv1alpha1.ReasonAllPodsGone}))
 		st, _ = conditionReason(s, scalingv1alpha1.ConditionDegraded)
 		g.Expect(st).To(Equal(metav1.ConditionFalse))
-		g.Expect(s.Finalizers).To(ContainElement(scaling.Finalizer))
+		g.Expect(s.Finalizers).To(ContainElement(nsscontroller.Finalizer))
 	}, timeout, poll).Should(Succeed())
 	g.Expect(metricValue(mgr.metrics.ParkedNamespaces.WithLabelValues("park-basic"))).To(Equal(2.0))
 	g.Expect(metricValue(mgr.metrics.ParkedWorkloads.WithLabelValues("park-basic"))).To(Equal(10.0))

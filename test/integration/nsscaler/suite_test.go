@@ -42,7 +42,7 @@ import (
 
 	cachev1alpha1 "github.com/runbook-dev/runbook/api/cache/v1alpha1"
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
-	"github.com/runbook-dev/runbook/internal/controller/scaling"
+	nsscontroller "github.com/runbook-dev/runbook/internal/controller/nsscaler"
 	"github.com/runbook-dev/runbook/test/testenv"
 )
 
@@ -101,7 +101,7 @@ type managerOptions struct {
 
 // runningManager is an in-process manager running the nsscaler controller.
 type runningManager struct {
-	metrics *scaling.Metrics
+	metrics *nsscontroller.Metrics
 	cancel  context.CancelFunc
 	done    chan error
 	once    sync.Once
@@ -137,15 +137,15 @@ func startManager(t *testing.T, opts managerOptions) *runningManager {
 	if err != nil {
 		t.Fatal(err)
 	}
-	metrics, err := scaling.NewMetrics(prometheus.NewRegistry())
+	metrics, err := nsscontroller.NewMetrics(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &scaling.Reconciler{
+	r := &nsscontroller.Reconciler{
 		Client:            mgr.GetClient(),
 		APIReader:         mgr.GetAPIReader(),
 		RESTMapper:        mgr.GetRESTMapper(),
-		Recorder:          mgr.GetEventRecorder(scaling.ControllerName),
+		Recorder:          mgr.GetEventRecorder(nsscontroller.ControllerName),
 		Clock:             clock.RealClock{},
 		Metrics:           metrics,
 		OperatorNamespace: operatorNamespace,
@@ -293,19 +293,19 @@ type state struct {
 func deploymentState(g Gomega, ns, name string) state {
 	var d appsv1.Deployment
 	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &d)).To(Succeed())
-	return state{Replicas: *d.Spec.Replicas, Annotation: d.Annotations[scaling.AnnotationOriginal]}
+	return state{Replicas: *d.Spec.Replicas, Annotation: d.Annotations[nsscontroller.AnnotationOriginal]}
 }
 
 func statefulSetState(g Gomega, ns, name string) state {
 	var s appsv1.StatefulSet
 	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &s)).To(Succeed())
-	return state{Replicas: *s.Spec.Replicas, Annotation: s.Annotations[scaling.AnnotationOriginal]}
+	return state{Replicas: *s.Spec.Replicas, Annotation: s.Annotations[nsscontroller.AnnotationOriginal]}
 }
 
 func cronJobState(g Gomega, ns, name string) state {
 	var c batchv1.CronJob
 	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &c)).To(Succeed())
-	return state{Suspend: ptr.Deref(c.Spec.Suspend, false), Annotation: c.Annotations[scaling.AnnotationOriginal]}
+	return state{Suspend: ptr.Deref(c.Spec.Suspend, false), Annotation: c.Annotations[nsscontroller.AnnotationOriginal]}
 }
 
 func widgetState(g Gomega, ns, name string) (state, bool) {
@@ -314,17 +314,17 @@ func widgetState(g Gomega, ns, name string) (state, bool) {
 	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, u)).To(Succeed())
 	r, found, err := unstructured.NestedInt64(u.Object, "spec", "replicas")
 	g.Expect(err).NotTo(HaveOccurred())
-	return state{Replicas: int32(r), Annotation: u.GetAnnotations()[scaling.AnnotationOriginal]}, found
+	return state{Replicas: int32(r), Annotation: u.GetAnnotations()[nsscontroller.AnnotationOriginal]}, found
 }
 
 func memcachedState(g Gomega, ns, name string) state {
 	var m cachev1alpha1.Memcached
 	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &m)).To(Succeed())
-	return state{Replicas: ptr.Deref(m.Spec.Size, -1), Annotation: m.Annotations[scaling.AnnotationOriginal]}
+	return state{Replicas: ptr.Deref(m.Spec.Size, -1), Annotation: m.Annotations[nsscontroller.AnnotationOriginal]}
 }
 
 func parkedBy(name string, replicas int32) string {
-	return scaling.ReplicasOriginal(replicas, name).Encode()
+	return nsscontroller.ReplicasOriginal(replicas, name).Encode()
 }
 
 // scaleDeployment sets spec.replicas like `kubectl scale` would.
@@ -348,7 +348,7 @@ func widgetObject(ns, name string) *unstructured.Unstructured {
 func patchAnnotation(t *testing.T, ns, name, value string) {
 	t.Helper()
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{scaling.AnnotationOriginal: value}}})
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{nsscontroller.AnnotationOriginal: value}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
-	"github.com/runbook-dev/runbook/internal/controller/autoreboot"
+	rbpcontroller "github.com/runbook-dev/runbook/internal/controller/rebootpolicy"
 )
 
 const (
@@ -209,8 +209,8 @@ func TestTwoPoliciesOnTwoTargetsAreIndependent(t *testing.T) {
 		return restartedAt(depA)
 	}, timeout, interval).ShouldNot(BeEmpty())
 	g.Eventually(func() int64 { return getRBP(t, ns, "rbp-a").Status.RestartCount }, timeout, interval).Should(BeNumerically(">=", 1))
-	g.Eventually(func() []string { return eventReasons(ns, "rbp-a") }, timeout, interval).Should(ContainElements(autoreboot.EventProbeFailed, autoreboot.EventRestarted))
-	g.Eventually(func() []string { return eventReasons(ns, "a") }, timeout, interval).Should(ContainElement(autoreboot.EventRestarted))
+	g.Eventually(func() []string { return eventReasons(ns, "rbp-a") }, timeout, interval).Should(ContainElements(rbpcontroller.EventProbeFailed, rbpcontroller.EventRestarted))
+	g.Eventually(func() []string { return eventReasons(ns, "a") }, timeout, interval).Should(ContainElement(rbpcontroller.EventRestarted))
 
 	depB := &appsv1.Deployment{}
 	g.Consistently(func() string {
@@ -292,12 +292,12 @@ func TestRestartPatchPerKind(t *testing.T) {
 			var managers []string
 			for _, mf := range after.GetManagedFields() {
 				managers = append(managers, mf.Manager)
-				if mf.Manager == autoreboot.FieldManager {
+				if mf.Manager == rbpcontroller.FieldManager {
 					g.Expect(mf.FieldsV1.GetRawString()).To(ContainSubstring(autorebootv1alpha1.RestartedAtAnnotation))
 					g.Expect(mf.FieldsV1.GetRawString()).NotTo(ContainSubstring("containers"))
 				}
 			}
-			g.Expect(managers).To(ContainElement(autoreboot.FieldManager))
+			g.Expect(managers).To(ContainElement(rbpcontroller.FieldManager))
 			g.Expect(templateWithoutRestart(after)).To(Equal(templateWithoutRestart(before)))
 
 			// Status follows the patch in the same reconcile.
@@ -348,8 +348,8 @@ func TestPausedDeploymentIsNotRestarted(t *testing.T) {
 	}, timeout, interval).Should(Equal("True/" + autorebootv1alpha1.ReasonTargetPaused))
 	waitBaseline(t, ns, "rbp")
 	changeConfigMap(t, ns, "settings", "v2")
-	g.Eventually(func() []string { return eventReasons(ns, "rbp") }, timeout, interval).Should(ContainElement(autoreboot.EventRestartSkipped))
-	g.Eventually(func() []string { return eventReasons(ns, "web") }, timeout, interval).Should(ContainElement(autoreboot.EventRestartSkipped))
+	g.Eventually(func() []string { return eventReasons(ns, "rbp") }, timeout, interval).Should(ContainElement(rbpcontroller.EventRestartSkipped))
+	g.Eventually(func() []string { return eventReasons(ns, "web") }, timeout, interval).Should(ContainElement(rbpcontroller.EventRestartSkipped))
 	cur := &appsv1.Deployment{}
 	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(dep), cur)).To(Succeed())
 	g.Expect(restartedAt(cur)).To(BeEmpty())

@@ -32,7 +32,7 @@ import (
 	"time"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
-	"github.com/runbook-dev/runbook/internal/controller/autoreboot"
+	rbpcontroller "github.com/runbook-dev/runbook/internal/controller/rebootpolicy"
 	"github.com/runbook-dev/runbook/internal/netpolicy"
 	"github.com/runbook-dev/runbook/test/testenv"
 )
@@ -40,7 +40,7 @@ import (
 var (
 	env     *testenv.Env
 	k8s     client.Client
-	workers *autoreboot.Workers
+	workers *rbpcontroller.Workers
 	// external is the one HTTP server probes may reach: the manager is told
 	// to allow exactly its address, as an admin would allow a dependency.
 	external *externalServer
@@ -105,16 +105,16 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	metrics := autoreboot.NewMetrics()
+	metrics := rbpcontroller.NewMetrics()
 	if err := metrics.Register(metricsRegistry); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	// No --exec-probe-dir: exec probes must be refused.
-	workers, err = autoreboot.Setup(mgr, autoreboot.Options{
-		Probes:  autoreboot.ProbeSettings{OperatorNamespace: operatorNamespace},
+	workers, err = rbpcontroller.Setup(mgr, rbpcontroller.Options{
+		Probes:  rbpcontroller.ProbeSettings{OperatorNamespace: operatorNamespace},
 		Network: netpolicy.Settings{Allow: allow},
-		Limits:  autoreboot.Limits{MinPeriod: time.Second, MaxPerNamespace: maxPerNamespace},
+		Limits:  rbpcontroller.Limits{MinPeriod: time.Second, MaxPerNamespace: maxPerNamespace},
 		Clock:   clock.RealClock{},
 		Metrics: metrics,
 	})

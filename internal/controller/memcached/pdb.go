@@ -1,0 +1,77 @@
+package memcached
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1alpha1 "github.com/runbook-dev/runbook/api/cache/v1alpha1"
+)
+
+// reconcilePDB applies the PodDisruptionBudget when it is enabled and
+// deletes the owned one when it is not.
+func (r *Reconciler) reconcilePDB(ctx context.Context, mc *cachev1alpha1.Memcached, s settings, apply bool, obs *observation) error {
+	key := types.NamespacedName{Namespace: mc.Namespace, Name: mc.Name}
+	pdb := &policyv1.PodDisruptionBudget{}
+	switch err := r.Client.Get(ctx, key, pdb); {
+	case apierrors.IsNotFound(err):
+		pdb = nil
+	case err != nil:
+		return err
+	}
+	if pdb != nil && !metav1.IsControlledBy(pdb, mc) {
+		if s.PDBEnabled {
+			obs.foreign = append(obs.foreign, describeForeign("PodDisruptionBudget", pdb, mc))
+		}
+		return nil
+	}
+	if !apply {
+		return nil
+	}
+	if !s.PDBEnabled {
+		if pdb == nil {
+			return nil
+		}
+		// Preconditions make sure that exactly the object that was seen
+		// as owned is deleted.
+		if err := r.Client.Delete(ctx, pdb, client.Preconditions{UID: &pdb.UID, ResourceVersion: &pdb.ResourceVersion}); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+		r.event(mc, corev1.EventTypeNormal, EventDeleted, "Delete", "Deleted PodDisruptionBudget %s: it is disabled or size is at most 1", mc.Name)
+		return nil
+	}
+	var owned *policyv1ac.PodDisruptionBudgetApplyConfiguration
+	if pdb != nil {
+		var err error
+		if owned, err = policyv1ac.ExtractPodDisruptionBudget(pdb, r.fieldManager()); err != nil {
+			return fmt.Errorf("extracting owned fields: %w", err)
+		}
+	}
+	applied, err := r.applyIfChanged(ctx, desiredPDB(mc, s), owned)
+	if err != nil {
+		return err
+	}
+	r.eventForApply(mc, obs, "PodDisruptionBudget", pdb == nil, applied)
+	return nil
+}
+
+// desiredPDB is the PodDisruptionBudget of mc. Unhealthy instances may
+// always be evicted: they serve nothing, and blocking a node drain on them
+// helps no one.
+func desiredPDB(mc *cachev1alpha1.Memcached, s settings) *policyv1ac.PodDisruptionBudgetApplyConfiguration {
+	return policyv1ac.PodDisruptionBudget(mc.Name, mc.Namespace).
+		WithLabels(objectLabels(mc)).
+		WithOwnerReferences(ownerReference(mc)).
+		WithSpec(policyv1ac.PodDisruptionBudgetSpec().
+			WithMaxUnavailable(s.PDBMaxUnavail).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(mc))).
+			WithUnhealthyPodEvictionPolicy(policyv1.AlwaysAllow))
+}

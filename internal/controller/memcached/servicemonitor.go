@@ -1,0 +1,160 @@
+package memcached
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1alpha1 "github.com/runbook-dev/runbook/api/cache/v1alpha1"
+)
+
+// serviceMonitorGVK is prometheus-operator's ServiceMonitor. The controller
+// does not import prometheus-operator: the object is built unstructured and
+// only when the cluster serves the kind.
+var serviceMonitorGVK = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}
+
+// ReasonServiceMonitorUnsupported: a ServiceMonitor is asked for but the
+// cluster has no ServiceMonitor CRD (prometheus-operator is not installed).
+const ReasonServiceMonitorUnsupported = "ServiceMonitorUnsupported"
+
+// AnnotationServiceMonitor on the owned Service records that the controller
+// manages a ServiceMonitor for it, so that disabling it deletes the
+// ServiceMonitor without probing the API for the kind on every reconcile.
+const AnnotationServiceMonitor = "cache.runbook.dev/service-monitor"
+
+// +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors,verbs=get;create;patch;delete
+
+// reconcileServiceMonitor applies the ServiceMonitor when the exporter and
+// its ServiceMonitor are enabled and deletes the owned one when it was
+// created before (hadOne: the Service carried AnnotationServiceMonitor). It is
+// read directly from the apiserver (not watched: the CRD may appear or
+// vanish at any time), so a manual edit is corrected at the next reconcile
+// of the Memcached.
+func (r *Reconciler) reconcileServiceMonitor(ctx context.Context, mc *cachev1alpha1.Memcached, s settings, apply, hadOne bool, obs *observation) error {
+	if !s.ServiceMonitor && !hadOne {
+		// Nothing wanted and nothing created before: no discovery request.
+		return nil
+	}
+	if _, err := r.Client.RESTMapper().RESTMapping(serviceMonitorGVK.GroupKind(), serviceMonitorGVK.Version); err != nil {
+		if !meta.IsNoMatchError(err) {
+			return fmt.Errorf("looking up the ServiceMonitor kind: %w", err)
+		}
+		if s.ServiceMonitor {
+			obs.serviceMonitorUnsupported = true
+		}
+		return nil
+	}
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(serviceMonitorGVK)
+	switch err := r.Client.Get(ctx, client.ObjectKeyFromObject(mc), live); {
+	case apierrors.IsNotFound(err):
+		live = nil
+	case err != nil:
+		return fmt.Errorf("reading ServiceMonitor: %w", err)
+	}
+	if live != nil && !metav1.IsControlledBy(live, mc) {
+		if s.ServiceMonitor {
+			obs.foreign = append(obs.foreign, describeForeign("ServiceMonitor", live, mc))
+		}
+		return nil
+	}
+	if !apply {
+		return nil
+	}
+	if !s.ServiceMonitor {
+		if live == nil {
+			return nil
+		}
+		uid, rv := live.GetUID(), live.GetResourceVersion()
+		if err := r.Client.Delete(ctx, live, client.Preconditions{UID: &uid, ResourceVersion: &rv}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting ServiceMonitor: %w", err)
+		}
+		r.event(mc, corev1.EventTypeNormal, EventDeleted, "Delete", "Deleted ServiceMonitor %s: it is disabled", mc.Name)
+		return nil
+	}
+	desired := desiredServiceMonitor(mc, s)
+	if live != nil && isSubset(desired.Object, live.Object) {
+		return nil
+	}
+	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(r.fieldManager()), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying ServiceMonitor: %w", err)
+	}
+	r.eventForApply(mc, obs, "ServiceMonitor", live == nil, true)
+	return nil
+}
+
+func desiredServiceMonitor(mc *cachev1alpha1.Memcached, s settings) *unstructured.Unstructured {
+	lbls := map[string]any{}
+	for k, v := range s.ServiceMonitorLabels {
+		lbls[k] = v
+	}
+	for k, v := range objectLabels(mc) {
+		lbls[k] = v
+	}
+	match := map[string]any{}
+	for k, v := range selectorLabels(mc) {
+		match[k] = v
+	}
+	endpoint := map[string]any{"port": cachev1alpha1.ExporterPortName, "path": "/metrics"}
+	if s.ServiceMonitorInterval != "" {
+		endpoint["interval"] = s.ServiceMonitorInterval
+	}
+	owner := ownerReference(mc)
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": serviceMonitorGVK.GroupVersion().String(),
+		"kind":       serviceMonitorGVK.Kind,
+		"metadata": map[string]any{
+			"name":      mc.Name,
+			"namespace": mc.Namespace,
+			"labels":    lbls,
+			"ownerReferences": []any{map[string]any{
+				"apiVersion": *owner.APIVersion, "kind": *owner.Kind, "name": *owner.Name, "uid": string(*owner.UID),
+				"controller": true, "blockOwnerDeletion": true,
+			}},
+		},
+		"spec": map[string]any{
+			"selector":          map[string]any{"matchLabels": match},
+			"namespaceSelector": map[string]any{"matchNames": []any{mc.Namespace}},
+			"endpoints":         []any{endpoint},
+		},
+	}}
+}
+
+// isSubset reports whether every value in want is present, equal, in have
+// (maps may have extra keys in have; lists must have the same length).
+func isSubset(want, have any) bool {
+	switch w := want.(type) {
+	case map[string]any:
+		h, ok := have.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k, wv := range w {
+			hv, ok := h[k]
+			if !ok || !isSubset(wv, hv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		h, ok := have.([]any)
+		if !ok || len(h) != len(w) {
+			return false
+		}
+		for i := range w {
+			if !isSubset(w[i], h[i]) {
+				return false
+			}
+		}
+		return true
+	default:
+		return fmt.Sprint(want) == fmt.Sprint(have)
+	}
+}

@@ -1,0 +1,68 @@
+package nsscaler
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the NSScaler controller's Prometheus collectors. Build them
+// once in main with NewMetrics and pass them to the Reconciler.
+type Metrics struct {
+	ParkedNamespaces *prometheus.GaugeVec
+	ParkedWorkloads  *prometheus.GaugeVec
+	PodsRemaining    *prometheus.GaugeVec
+	ParkDuration     *prometheus.HistogramVec
+	RestoreDuration  *prometheus.HistogramVec
+	Writes           *prometheus.CounterVec
+}
+
+// NewMetrics builds the collectors and registers them with reg (in the
+// manager: controller-runtime's metrics.Registry).
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	buckets := prometheus.ExponentialBuckets(0.01, 2, 14) // 10 ms .. ~80 s
+	m := &Metrics{
+		ParkedNamespaces: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "runbook_nsscaler_parked_namespaces",
+			Help: "Namespaces an NSScaler holds parked.",
+		}, []string{"nsscaler"}),
+		ParkedWorkloads: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "runbook_nsscaler_parked_workloads",
+			Help: "Workloads an NSScaler holds parked (original recorded, scaled to zero or suspended).",
+		}, []string{"nsscaler"}),
+		PodsRemaining: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "runbook_nsscaler_pods_remaining",
+			Help: "Pods still present in an NSScaler's parked namespaces.",
+		}, []string{"nsscaler"}),
+		ParkDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "runbook_nsscaler_park_duration_seconds",
+			Help:    "Wall time of the park writes of one reconcile pass (passes that parked at least one workload).",
+			Buckets: buckets,
+		}, []string{"nsscaler"}),
+		RestoreDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "runbook_nsscaler_restore_duration_seconds",
+			Help:    "Wall time of the restore writes of one reconcile pass (passes that restored at least one workload).",
+			Buckets: buckets,
+		}, []string{"nsscaler"}),
+		Writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "runbook_nsscaler_writes_total",
+			Help: "Write requests to workloads, by operation (park, restore) and result (ok, conflict, error).",
+		}, []string{"nsscaler", "operation", "result"}),
+	}
+	for _, c := range []prometheus.Collector{m.ParkedNamespaces, m.ParkedWorkloads, m.PodsRemaining, m.ParkDuration, m.RestoreDuration, m.Writes} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("registering nsscaler metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// forget drops the series of a deleted NSScaler.
+func (m *Metrics) forget(name string) {
+	m.ParkedNamespaces.DeleteLabelValues(name)
+	m.ParkedWorkloads.DeleteLabelValues(name)
+	m.PodsRemaining.DeleteLabelValues(name)
+	m.ParkDuration.DeleteLabelValues(name)
+	m.RestoreDuration.DeleteLabelValues(name)
+	m.Writes.DeletePartialMatch(prometheus.Labels{"nsscaler": name})
+}

@@ -1,0 +1,168 @@
+package nsscaler
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
+)
+
+// alwaysProtected are the namespaces no NSScaler ever parks, whatever its
+// spec says. The operator's own namespace is added at construction.
+var alwaysProtected = []string{"kube-system", "kube-public", "kube-node-lease"}
+
+// ProtectedNamespaces is the set of namespaces that are never parked: the
+// system namespaces plus the operator's own (when known).
+func ProtectedNamespaces(operatorNamespace string) sets.Set[string] {
+	s := sets.New(alwaysProtected...)
+	if operatorNamespace != "" {
+		s.Insert(operatorNamespace)
+	}
+	return s
+}
+
+// namespaceMatcher decides whether an NSScaler selects a namespace.
+type namespaceMatcher struct {
+	prefix   string
+	selector labels.Selector // nil when the spec has none
+}
+
+func newNamespaceMatcher(spec scalingv1alpha1.NSScalerSpec) (namespaceMatcher, error) {
+	m := namespaceMatcher{prefix: spec.NamespacePrefix}
+	if spec.NamespaceSelector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(spec.NamespaceSelector)
+		if err != nil {
+			return namespaceMatcher{}, fmt.Errorf("namespaceSelector: %w", err)
+		}
+		m.selector = sel
+	}
+	return m, nil
+}
+
+// matches applies the prefix and the label selector; both must match when
+// both are set. A matcher with neither (rejected by the CRD) matches nothing.
+func (m namespaceMatcher) matches(name string, nsLabels map[string]string) bool {
+	if m.prefix == "" && (m.selector == nil || m.selector.Empty()) {
+		return false
+	}
+	if m.prefix != "" && !strings.HasPrefix(name, m.prefix) {
+		return false
+	}
+	if m.selector != nil && !m.selector.Matches(labels.Set(nsLabels)) {
+		return false
+	}
+	return true
+}
+
+// Namespace is what selection needs to know of a namespace.
+type Namespace struct {
+	Name   string
+	Labels map[string]string
+}
+
+// Plan is what one NSScaler does with the cluster's namespaces.
+type Plan struct {
+	// Parked are the namespaces this NSScaler owns and parks.
+	Parked sets.Set[string]
+	// Active are the namespaces this NSScaler owns and keeps running
+	// because they are whitelisted.
+	Active sets.Set[string]
+	// Conflicts are selected namespaces another NSScaler selects too, with
+	// the owner (the oldest of them) — this NSScaler or the other.
+	Conflicts []scalingv1alpha1.NamespaceConflict
+	// Foreign are the selected namespaces another NSScaler owns; this one
+	// leaves them alone.
+	Foreign sets.Set[string]
+	// Protected are selected namespaces that are never parked.
+	Protected sets.Set[string]
+}
+
+// Owns reports whether the NSScaler acts on the namespace.
+func (p Plan) Owns(ns string) bool { return p.Parked.Has(ns) || p.Active.Has(ns) }
+
+// olderThan orders NSScalers by creation time, then name: the older one wins
+// a contested namespace.
+func olderThan(a, b *scalingv1alpha1.NSScaler) bool {
+	ta, tb := a.CreationTimestamp, b.CreationTimestamp
+	if !ta.Equal(&tb) {
+		return ta.Before(&tb)
+	}
+	return a.Name < b.Name
+}
+
+// PlanNamespaces computes self's plan from every NSScaler in the cluster (self
+// included) and every namespace. An NSScaler whose selector is invalid
+// selects nothing. Pure function: no I/O.
+func PlanNamespaces(self *scalingv1alpha1.NSScaler, all []scalingv1alpha1.NSScaler, namespaces []Namespace, protected sets.Set[string]) (Plan, error) {
+	plan := Plan{Parked: sets.New[string](), Active: sets.New[string](), Foreign: sets.New[string](), Protected: sets.New[string]()}
+	selfMatcher, err := newNamespaceMatcher(self.Spec)
+	if err != nil {
+		return plan, err
+	}
+	type other struct {
+		scaler  *scalingv1alpha1.NSScaler
+		matcher namespaceMatcher
+	}
+	var others []other
+	for i := range all {
+		s := &all[i]
+		if s.Name == self.Name {
+			continue
+		}
+		m, err := newNamespaceMatcher(s.Spec)
+		if err != nil {
+			continue // selects nothing; its own status says why
+		}
+		others = append(others, other{scaler: s, matcher: m})
+	}
+	whitelist := sets.New(self.Spec.Whitelist...)
+	for _, ns := range namespaces {
+		if !selfMatcher.matches(ns.Name, ns.Labels) {
+			continue
+		}
+		if protected.Has(ns.Name) {
+			plan.Protected.Insert(ns.Name)
+			continue
+		}
+		owner := self
+		contested := false
+		for _, o := range others {
+			if !o.matcher.matches(ns.Name, ns.Labels) {
+				continue
+			}
+			contested = true
+			if olderThan(o.scaler, owner) {
+				owner = o.scaler
+			}
+		}
+		if contested {
+			plan.Conflicts = append(plan.Conflicts, scalingv1alpha1.NamespaceConflict{Namespace: ns.Name, Owner: owner.Name})
+		}
+		switch {
+		case owner != self:
+			plan.Foreign.Insert(ns.Name)
+		case whitelist.Has(ns.Name):
+			plan.Active.Insert(ns.Name)
+		default:
+			plan.Parked.Insert(ns.Name)
+		}
+	}
+	sort.Slice(plan.Conflicts, func(i, j int) bool { return plan.Conflicts[i].Namespace < plan.Conflicts[j].Namespace })
+	return plan, nil
+}
+
+// Selects reports whether the NSScaler's spec selects the namespace (before
+// protection, whitelist and conflicts). Used to map namespace-scoped events
+// to NSScalers.
+func Selects(s *scalingv1alpha1.NSScaler, name string, nsLabels map[string]string) bool {
+	m, err := newNamespaceMatcher(s.Spec)
+	if err != nil {
+		return false
+	}
+	return m.matches(name, nsLabels)
+}

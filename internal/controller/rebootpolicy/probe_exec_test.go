@@ -1,0 +1,187 @@
+package rebootpolicy
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+)
+
+func writeScript(t *testing.T, path, body string, mode os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body+"\n"), mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestResolveScript(t *testing.T) {
+	base := t.TempDir()
+	dir := filepath.Join(base, "scripts")
+	outside := filepath.Join(base, "outside")
+	for _, d := range []string{dir, outside, filepath.Join(dir, "sub")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeScript(t, filepath.Join(dir, "ok.sh"), "exit 0", 0o755)
+	writeScript(t, filepath.Join(dir, "sub", "nested.sh"), "exit 0", 0o755)
+	writeScript(t, filepath.Join(dir, "noexec.sh"), "exit 0", 0o644)
+	writeScript(t, filepath.Join(outside, "evil.sh"), "exit 0", 0o755)
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Symlink(filepath.Join(outside, "evil.sh"), filepath.Join(dir, "link-out.sh")))
+	must(os.Symlink("ok.sh", filepath.Join(dir, "link-in.sh")))
+	must(os.Symlink(outside, filepath.Join(dir, "dirlink")))
+	must(os.Symlink("/bin/sh", filepath.Join(dir, "shell")))
+	// The allowed directory itself reached through a symlink still works.
+	must(os.Symlink(dir, filepath.Join(base, "scripts-link")))
+
+	cases := []struct {
+		name    string
+		dir     string
+		script  string
+		wantErr string
+	}{
+		{"disabled when no directory is set", "", "ok.sh", "disabled"},
+		{"relative name inside", dir, "ok.sh", ""},
+		{"nested relative name", dir, "sub/nested.sh", ""},
+		{"absolute path inside", dir, filepath.Join(dir, "ok.sh"), ""},
+		{"symlink staying inside", dir, "link-in.sh", ""},
+		{"directory given through a symlink", filepath.Join(base, "scripts-link"), "ok.sh", ""},
+		{"traversal with ..", dir, "../outside/evil.sh", "outside"},
+		{"traversal hidden in the middle", dir, "sub/../../outside/evil.sh", "outside"},
+		{"absolute path outside", dir, filepath.Join(outside, "evil.sh"), "outside"},
+		{"system binary", dir, "/bin/sh", "outside"},
+		{"symlink pointing outside", dir, "link-out.sh", "outside"},
+		{"symlink to a system shell", dir, "shell", "outside"},
+		{"through a symlinked directory", dir, "dirlink/evil.sh", "outside"},
+		{"the directory itself", dir, ".", "outside"},
+		{"missing script", dir, "nope.sh", "not found"},
+		{"not executable", dir, "noexec.sh", "not executable"},
+		{"a directory, not a file", dir, "sub", "not a regular file"},
+		{"empty command", dir, "", "empty"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := resolveScript(tc.dir, tc.script)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("resolveScript: %v", err)
+				}
+				realDir, _ := filepath.EvalSymlinks(dir)
+				if !strings.HasPrefix(got, realDir+string(filepath.Separator)) {
+					t.Fatalf("resolved %q outside %q", got, realDir)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("err = %v, want it to mention %q (resolved %q)", err, tc.wantErr, got)
+			}
+		})
+	}
+}
+
+func TestExecProberRefusesWithoutDirectory(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "ran")
+	p := newExecProber(ProbeSettings{}, []string{"/bin/sh", "-c", "touch " + marker})
+	o := p.probe(context.Background())
+	if o.result != autorebootv1alpha1.ResultError || o.reason != autorebootv1alpha1.ReasonExecNotAllowed {
+		t.Fatalf("observation = %+v, want ExecNotAllowed error", o)
+	}
+	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("a command ran although exec probes are disabled")
+	}
+}
+
+func TestExecProberResults(t *testing.T) {
+	dir := t.TempDir()
+	writeScript(t, filepath.Join(dir, "ok.sh"), "echo fine; exit 0", 0o755)
+	writeScript(t, filepath.Join(dir, "fail.sh"), "echo broken >&2; exit 3", 0o755)
+	writeScript(t, filepath.Join(dir, "args.sh"), `[ "$1" = "x" ]`, 0o755)
+	settings := ProbeSettings{ExecProbeDir: dir, ExecOutputLimit: 4096}
+	cases := []struct {
+		cmd     []string
+		want    string
+		message string
+	}{
+		{[]string{"ok.sh"}, ok, ""},
+		{[]string{"fail.sh"}, fail, "exit code 3: broken"},
+		{[]string{"args.sh", "x"}, ok, ""},
+		{[]string{"args.sh", "y"}, fail, "exit code 1"},
+		{[]string{strings.Repeat("../", 30) + "bin/true"}, errR, "outside"},
+	}
+	for _, tc := range cases {
+		o := newExecProber(settings, tc.cmd).probe(context.Background())
+		if o.result != tc.want || !strings.Contains(o.message, tc.message) {
+			t.Errorf("%v: %+v, want %s with %q", tc.cmd, o, tc.want, tc.message)
+		}
+	}
+}
+
+func TestExecOutputIsCapped(t *testing.T) {
+	dir := t.TempDir()
+	writeScript(t, filepath.Join(dir, "loud.sh"), "head -c 100000 /dev/zero | tr '\\0' a", 0o755)
+	res := runScript(context.Background(), filepath.Join(dir, "loud.sh"), nil, dir, 100)
+	if res.err != nil {
+		t.Fatalf("run: %v", res.err)
+	}
+	if len(res.output) != 100 {
+		t.Fatalf("kept %d bytes of output, want 100", len(res.output))
+	}
+}
+
+// processGone reports whether pid has exited (gone or a zombie).
+func processGone(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	// The state follows the ")" that ends the command name.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
+}
+
+func TestExecTimeoutKillsTheProcessGroup(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "child.pid")
+	// The script starts a grandchild that would outlive a plain kill of
+	// the script's own pid.
+	writeScript(t, filepath.Join(dir, "hang.sh"), "sleep 300 &\necho $! > "+pidFile+"\nwait", 0o755)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	o := newExecProber(ProbeSettings{ExecProbeDir: dir, ExecOutputLimit: 1024}, []string{"hang.sh"}).probe(ctx)
+	if elapsed := time.Since(start); elapsed > 20*time.Second {
+		t.Fatalf("probe returned after %s, timeout not enforced", elapsed)
+	}
+	if o.result != fail || !strings.Contains(o.message, "timed out") {
+		t.Fatalf("observation = %+v, want a timeout failure", o)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatalf("grandchild pid: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !processGone(pid) {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("grandchild %d survived the timeout", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

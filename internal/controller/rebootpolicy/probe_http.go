@@ -1,0 +1,99 @@
+package rebootpolicy
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+)
+
+// httpProber does an HTTP GET; a status in [200, 400) is a success, like
+// the kubelet's httpGet probe.
+type httpProber struct {
+	client  *http.Client
+	release func()
+	url     string
+	host    string
+	headers http.Header
+}
+
+// newHTTPProber builds the request of a trigger validateTrigger accepted.
+func newHTTPProber(clients *httpClients, namespace string, t autorebootv1alpha1.Trigger) (prober, error) {
+	g := t.Probe.HTTPGet
+	host := g.Host
+	if host == "" {
+		host = t.ProbeHost
+	}
+	if host == "" {
+		return nil, fmt.Errorf("httpGet probe has no host")
+	}
+	scheme := strings.ToLower(string(g.Scheme))
+	if scheme == "" {
+		scheme = "http"
+	}
+	path := g.Path
+	if !strings.HasPrefix(path, "/") {
+		path = "/" + path
+	}
+	u := &url.URL{Scheme: scheme, Host: net.JoinHostPort(host, strconv.Itoa(g.Port.IntValue()))}
+	u, err := u.Parse(path)
+	if err != nil {
+		return nil, fmt.Errorf("probe.httpGet.path: not a URL path")
+	}
+	p := &httpProber{url: u.String(), headers: http.Header{}}
+	for _, h := range g.HTTPHeaders {
+		if strings.EqualFold(h.Name, "Host") {
+			p.host = h.Value
+			continue
+		}
+		p.headers.Add(h.Name, h.Value)
+	}
+	if p.headers.Get("User-Agent") == "" {
+		p.headers.Set("User-Agent", "runbook-rebootpolicy")
+	}
+	p.client, p.release = clients.acquire(namespace)
+	return p, nil
+}
+
+func (p *httpProber) kind() string { return typeHTTP }
+func (p *httpProber) close()       { p.release() }
+
+func (p *httpProber) probe(ctx context.Context) observation {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url, nil)
+	if err != nil {
+		return observation{result: autorebootv1alpha1.ResultError, reason: autorebootv1alpha1.ReasonInvalidSpec, message: "GET " + p.url + ": invalid request"}
+	}
+	req.Header = p.headers.Clone()
+	if p.host != "" {
+		req.Host = p.host
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return networkObservation(ctx, err, "GET "+p.url)
+	}
+	// Drain a little so the connection can be reused; never more, and
+	// never keep or show what the server said.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 10<<10))
+	_ = resp.Body.Close()
+	if resp.StatusCode >= 200 && resp.StatusCode < 400 {
+		return observation{result: autorebootv1alpha1.ResultSuccess}
+	}
+	return observation{result: autorebootv1alpha1.ResultFailure, message: fmt.Sprintf("GET %s: HTTP %d", p.url, resp.StatusCode)}
+}
+
+// probeAddress is host:port of a tcpSocket or grpc probe.
+func probeAddress(host, fallback string, port int) (string, error) {
+	if host == "" {
+		host = fallback
+	}
+	if host == "" {
+		return "", fmt.Errorf("probe has no host")
+	}
+	return net.JoinHostPort(host, strconv.Itoa(port)), nil
+}

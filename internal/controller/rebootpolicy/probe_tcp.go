@@ -1,0 +1,36 @@
+package rebootpolicy
+
+import (
+	"context"
+	"net"
+
+	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/netpolicy"
+)
+
+// tcpProber succeeds when a TCP connection opens.
+type tcpProber struct {
+	dialer *net.Dialer
+	addr   string
+}
+
+func newTCPProber(network *netpolicy.Policy, namespace string, t autorebootv1alpha1.Trigger) (prober, error) {
+	s := t.Probe.TCPSocket
+	addr, err := probeAddress(s.Host, t.ProbeHost, s.Port.IntValue())
+	if err != nil {
+		return nil, err
+	}
+	return &tcpProber{dialer: network.Dialer(namespace, 0), addr: addr}, nil
+}
+
+func (p *tcpProber) kind() string { return typeTCP }
+func (p *tcpProber) close()       {}
+
+func (p *tcpProber) probe(ctx context.Context) observation {
+	conn, err := p.dialer.DialContext(ctx, "tcp", p.addr)
+	if err != nil {
+		return networkObservation(ctx, err, "dial "+p.addr)
+	}
+	_ = conn.Close()
+	return observation{result: autorebootv1alpha1.ResultSuccess}
+}

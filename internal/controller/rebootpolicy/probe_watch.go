@@ -1,0 +1,104 @@
+package rebootpolicy
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/fingerprint"
+)
+
+// watchProber reads a ConfigMap or Secret live (get on the one object: no
+// cluster-wide cache of Secrets) and fingerprints its data with the
+// manager's key.
+type watchProber struct {
+	reader    client.Reader
+	keys      *fingerprint.Source
+	namespace string
+	spec      autorebootv1alpha1.WatchTrigger
+}
+
+func newWatchProber(reader client.Reader, keys *fingerprint.Source, namespace string, spec autorebootv1alpha1.WatchTrigger) *watchProber {
+	return &watchProber{reader: reader, keys: keys, namespace: namespace, spec: spec}
+}
+
+func (p *watchProber) kind() string { return typeWatch }
+func (p *watchProber) close()       {}
+
+func (p *watchProber) probe(ctx context.Context) observation {
+	key, err := p.keys.Key(ctx)
+	if err != nil {
+		return keyUnavailable()
+	}
+	data, o := p.read(ctx)
+	if o != nil {
+		return *o
+	}
+	return observation{result: autorebootv1alpha1.ResultSuccess, fingerprint: key.Sum(func(h hash.Hash) { writeData(h, data, p.spec.Keys) })}
+}
+
+func (p *watchProber) read(ctx context.Context) (map[string][]byte, *observation) {
+	if p.spec.Kind == autorebootv1alpha1.WatchSecret {
+		s, o := readUsableSecret(ctx, p.reader, p.namespace, p.spec.Name)
+		if o != nil {
+			return nil, o
+		}
+		return s.Data, nil
+	}
+	var cm corev1.ConfigMap
+	if err := p.reader.Get(ctx, types.NamespacedName{Namespace: p.namespace, Name: p.spec.Name}, &cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &observation{result: autorebootv1alpha1.ResultError, reason: autorebootv1alpha1.ReasonWatchedNotFound,
+				message: fmt.Sprintf("ConfigMap %s not found", p.spec.Name)}
+		}
+		return nil, &observation{result: autorebootv1alpha1.ResultError, reason: autorebootv1alpha1.ReasonProbeError,
+			message: fmt.Sprintf("reading ConfigMap %s failed (%s)", p.spec.Name, apiErrorReason(err))}
+	}
+	data := make(map[string][]byte, len(cm.Data)+len(cm.BinaryData))
+	for k, v := range cm.Data {
+		data[k] = []byte(v)
+	}
+	for k, v := range cm.BinaryData {
+		data[k] = v
+	}
+	return data, nil
+}
+
+func keyUnavailable() observation {
+	return observation{result: autorebootv1alpha1.ResultError, reason: autorebootv1alpha1.ReasonFingerprintKeyUnavailable,
+		message: "the manager could not read or create its fingerprint key; see the manager's logs"}
+}
+
+// writeData writes the selected keys (all when keys is empty) to h, in
+// order, length-prefixed; a missing key writes differently from an empty
+// value.
+func writeData(h hash.Hash, data map[string][]byte, keys []string) {
+	if len(keys) == 0 {
+		for k := range data {
+			keys = append(keys, k)
+		}
+	} else {
+		keys = append([]string(nil), keys...)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v, ok := data[k]
+		var hdr [17]byte
+		binary.BigEndian.PutUint64(hdr[0:], uint64(len(k)))
+		if ok {
+			hdr[8] = 1
+		}
+		binary.BigEndian.PutUint64(hdr[9:], uint64(len(v)))
+		h.Write(hdr[:])
+		h.Write([]byte(k))
+		h.Write(v)
+	}
+}

@@ -1,0 +1,321 @@
+package rebootpolicy
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+)
+
+// writeLog records the order of writes the reconciler makes.
+type writeLog struct {
+	mu     sync.Mutex
+	writes []string
+}
+
+func (l *writeLog) add(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.writes = append(l.writes, s)
+}
+
+func (l *writeLog) get() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.writes...)
+}
+
+type reconcileFixture struct {
+	r   *Reconciler
+	c   client.Client
+	log *writeLog
+	fc  *clocktesting.FakeClock
+	req ctrl.Request
+}
+
+func newReconcileFixture(t *testing.T, f *fakeProbers, objs ...client.Object) *reconcileFixture {
+	t.Helper()
+	wl := &writeLog{}
+	c := fake.NewClientBuilder().WithScheme(testScheme()).
+		WithStatusSubresource(&autorebootv1alpha1.RebootPolicy{}).
+		WithObjects(objs...).
+		WithInterceptorFuncs(interceptor.Funcs{
+			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+				wl.add("patch " + obj.GetName())
+				return c.Patch(ctx, obj, p, opts...)
+			},
+			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+				rbp := obj.(*autorebootv1alpha1.RebootPolicy)
+				pending := "idle"
+				if _, ok := pendingSince(rbp.Status.Policies); ok {
+					pending = "pending"
+				}
+				wl.add("status " + pending)
+				return c.SubResource(sub).Patch(ctx, obj, p, opts...)
+			},
+		}).Build()
+	w, fc := startWorkers(t, f)
+	r := &Reconciler{Client: c, Recorder: events.NewFakeRecorder(100), Clock: fc, Workers: w, Metrics: NewMetrics()}
+	return &reconcileFixture{r: r, c: c, log: wl, fc: fc,
+		req: ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "rbp"}}}
+}
+
+func testScheme() *runtime.Scheme {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(autorebootv1alpha1.AddToScheme(scheme))
+	return scheme
+}
+
+func (fx *reconcileFixture) reconcile(t *testing.T) ctrl.Result {
+	t.Helper()
+	res, err := fx.r.Reconcile(context.Background(), fx.req)
+	if err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	return res
+}
+
+func (fx *reconcileFixture) rbp(t *testing.T) *autorebootv1alpha1.RebootPolicy {
+	t.Helper()
+	var rbp autorebootv1alpha1.RebootPolicy
+	if err := fx.c.Get(context.Background(), fx.req.NamespacedName, &rbp); err != nil {
+		t.Fatal(err)
+	}
+	return &rbp
+}
+
+func (fx *reconcileFixture) deployment(t *testing.T) *appsv1.Deployment {
+	t.Helper()
+	var d appsv1.Deployment
+	if err := fx.c.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "web"}, &d); err != nil {
+		t.Fatal(err)
+	}
+	return &d
+}
+
+func probePolicy() *autorebootv1alpha1.RebootPolicy {
+	return &autorebootv1alpha1.RebootPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "rbp", UID: "uid-1", Generation: 1},
+		Spec: autorebootv1alpha1.RebootPolicySpec{
+			Target:             autorebootv1alpha1.TargetRef{APIVersion: "apps/v1", Kind: autorebootv1alpha1.KindDeployment, Name: "web"},
+			MinRestartInterval: &metav1.Duration{Duration: time.Minute},
+			Policies: []autorebootv1alpha1.Policy{{Name: "health", Trigger: autorebootv1alpha1.Trigger{Probe: &corev1.Probe{
+				ProbeHandler:     corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Host: "127.0.0.1", Port: intstr.FromInt(1)}},
+				PeriodSeconds:    1,
+				FailureThreshold: 1,
+			}}}},
+		},
+	}
+}
+
+// rolledOutDeployment is a finished rollout of 2 replicas.
+func rolledOutDeployment(created time.Time) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Generation: 1, CreationTimestamp: metav1.NewTime(created)},
+		Spec:       appsv1.DeploymentSpec{Replicas: ptr.To[int32](2)},
+		Status:     appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 2, AvailableReplicas: 2},
+	}
+}
+
+func TestFireIsPersistedBeforeTheTargetIsPatched(t *testing.T) {
+	f := newFakeProbers()
+	f.setResults("health", fail)
+	created := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	fx := newReconcileFixture(t, f, probePolicy(), rolledOutDeployment(created))
+	fx.reconcile(t) // starts the worker
+	calls := f.callCounter("health")
+	for !fx.r.Workers.Snapshot(fx.req.NamespacedName)["health"].Unacked {
+		tick(t, fx.fc, calls)
+	}
+	before := len(fx.log.get())
+	fx.reconcile(t)
+	got := fx.log.get()[before:]
+	want := []string{"status pending", "patch web", "status idle"}
+	if len(got) != len(want) {
+		t.Fatalf("writes = %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("writes = %v, want %v", got, want)
+		}
+	}
+	d := fx.deployment(t)
+	if d.Annotations[autorebootv1alpha1.RestartIDAnnotation] == "" || d.Spec.Template.Annotations[autorebootv1alpha1.RestartedAtAnnotation] == "" {
+		t.Fatalf("target not annotated: %v %v", d.Annotations, d.Spec.Template.Annotations)
+	}
+	if st := fx.rbp(t).Status; st.RestartCount != 1 {
+		t.Fatalf("restartCount = %d", st.RestartCount)
+	}
+}
+
+// pendingPolicy is a RebootPolicy whose status holds a pending trigger, as a
+// leader that died right after persisting it leaves it.
+func pendingPolicy(triggered time.Time) *autorebootv1alpha1.RebootPolicy {
+	rbp := probePolicy()
+	at := metav1.NewTime(triggered)
+	rbp.Status.Policies = []autorebootv1alpha1.PolicyStatus{{Name: "health", LastResult: fail, PendingTrigger: true, LastTriggerTime: &at}}
+	return rbp
+}
+
+func TestSuccessorRecognisesARestartWhoseStatusWasLost(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) // the fake clock's start
+	cases := []struct {
+		name        string
+		restartID   func(rbp *autorebootv1alpha1.RebootPolicy) string
+		wantPatched bool
+		wantCount   int64
+	}{
+		{"patched for this trigger in the trigger's second: done, counted once", restartID, false, 1},
+		{"patched for an older trigger in the same second: cooldown, still pending", func(*autorebootv1alpha1.RebootPolicy) string { return "rbp/older" }, false, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeProbers()
+			f.setResults("health", ok)
+			triggered := now.Add(-2 * time.Second)
+			rbp := pendingPolicy(triggered)
+			dep := rolledOutDeployment(now.Add(-time.Hour))
+			dep.Annotations = map[string]string{autorebootv1alpha1.RestartIDAnnotation: tc.restartID(rbp)}
+			dep.Spec.Template.Annotations = map[string]string{autorebootv1alpha1.RestartedAtAnnotation: triggered.Format(time.RFC3339)}
+			fx := newReconcileFixture(t, f, rbp, dep)
+			rv := fx.deployment(t).ResourceVersion
+			res := fx.reconcile(t)
+			patched := fx.deployment(t).ResourceVersion != rv
+			st := fx.rbp(t).Status
+			if patched != tc.wantPatched || st.RestartCount != tc.wantCount {
+				t.Fatalf("patched=%v restartCount=%d, want %v %d", patched, st.RestartCount, tc.wantPatched, tc.wantCount)
+			}
+			_, pending := pendingSince(st.Policies)
+			if tc.wantCount == 1 && pending {
+				t.Fatal("trigger still pending after its restart was recognised")
+			}
+			if tc.wantCount == 0 && (!pending || res.RequeueAfter <= 0) {
+				t.Fatalf("trigger dropped or not rescheduled: pending=%v requeue=%s", pending, res.RequeueAfter)
+			}
+			// A second reconcile changes nothing more.
+			fx.reconcile(t)
+			if st2 := fx.rbp(t).Status; st2.RestartCount != tc.wantCount {
+				t.Fatalf("restartCount moved to %d", st2.RestartCount)
+			}
+		})
+	}
+}
+
+func TestPendingTriggerWaitsForAPausedTarget(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	f := newFakeProbers()
+	f.setResults("health", ok)
+	dep := rolledOutDeployment(now.Add(-time.Hour))
+	dep.Spec.Paused = true
+	fx := newReconcileFixture(t, f, pendingPolicy(now.Add(-time.Second)), dep)
+	fx.reconcile(t)
+	if _, pending := pendingSince(fx.rbp(t).Status.Policies); !pending {
+		t.Fatal("trigger dropped while the target is paused")
+	}
+	if fx.deployment(t).Spec.Template.Annotations[autorebootv1alpha1.RestartedAtAnnotation] != "" {
+		t.Fatal("paused target was patched")
+	}
+	d := fx.deployment(t)
+	d.Spec.Paused = false
+	if err := fx.c.Update(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	fx.reconcile(t)
+	st := fx.rbp(t).Status
+	if _, pending := pendingSince(st.Policies); pending || st.RestartCount != 1 {
+		t.Fatalf("after resume: pending=%v restartCount=%d", pending, st.RestartCount)
+	}
+	if fx.deployment(t).Spec.Template.Annotations[autorebootv1alpha1.RestartedAtAnnotation] == "" {
+		t.Fatal("resumed target not restarted")
+	}
+}
+
+func TestPendingTriggerWaitsForAMissingTarget(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	f := newFakeProbers()
+	f.setResults("health", ok)
+	fx := newReconcileFixture(t, f, pendingPolicy(now.Add(-10*time.Second)))
+	fx.reconcile(t)
+	rbp := fx.rbp(t)
+	if _, pending := pendingSince(rbp.Status.Policies); !pending {
+		t.Fatal("trigger dropped while no target exists")
+	}
+	if c := conditionOf(rbp, autorebootv1alpha1.ConditionDegraded); c == nil || c.Reason != autorebootv1alpha1.ReasonTargetNotFound {
+		t.Fatalf("Degraded = %+v, want TargetNotFound", c)
+	}
+	// A workload created after the trigger already runs fresh pods: the
+	// trigger is done without a restart.
+	if err := fx.c.Create(context.Background(), rolledOutDeployment(now.Add(-5*time.Second))); err != nil {
+		t.Fatal(err)
+	}
+	fx.reconcile(t)
+	st := fx.rbp(t).Status
+	if _, pending := pendingSince(st.Policies); pending || st.RestartCount != 0 {
+		t.Fatalf("after the target appeared: pending=%v restartCount=%d", pending, st.RestartCount)
+	}
+	if fx.deployment(t).Spec.Template.Annotations[autorebootv1alpha1.RestartedAtAnnotation] != "" {
+		t.Fatal("a target created after the trigger was restarted")
+	}
+}
+
+func conditionOf(rbp *autorebootv1alpha1.RebootPolicy, typ string) *metav1.Condition {
+	for i := range rbp.Status.Conditions {
+		if rbp.Status.Conditions[i].Type == typ {
+			return &rbp.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// Two restarts at the same clock reading must still change the pod
+// template, or the second rolls nothing.
+func TestSecondRestartInTheSameInstantChangesTheTemplate(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) // the fake clock's start
+	f := newFakeProbers()
+	f.setResults("health", ok)
+	rbp := pendingPolicy(now)
+	rbp.Spec.MinRestartInterval = &metav1.Duration{}
+	dep := rolledOutDeployment(now.Add(-time.Hour))
+	dep.Annotations = map[string]string{autorebootv1alpha1.RestartIDAnnotation: "rbp/an-earlier-trigger"}
+	dep.Spec.Template.Annotations = map[string]string{autorebootv1alpha1.RestartedAtAnnotation: restartStamp(now)}
+	fx := newReconcileFixture(t, f, rbp, dep)
+	fx.reconcile(t)
+	got := fx.deployment(t).Spec.Template.Annotations[autorebootv1alpha1.RestartedAtAnnotation]
+	if got == restartStamp(now) {
+		t.Fatalf("restartedAt unchanged (%s): the second restart would roll nothing", got)
+	}
+	if st := fx.rbp(t).Status; st.RestartCount != 1 {
+		t.Fatalf("restartCount = %d", st.RestartCount)
+	}
+}
+
+func TestRestartStampKeepsSubSeconds(t *testing.T) {
+	a := time.Date(2026, 1, 1, 0, 0, 1, 100, time.UTC)
+	b := a.Add(400 * time.Millisecond)
+	if restartStamp(a) == restartStamp(b) {
+		t.Fatalf("two restarts in one second share the stamp %s", restartStamp(a))
+	}
+	back, err := time.Parse(time.RFC3339, restartStamp(b))
+	if err != nil || !back.Equal(b) {
+		t.Fatalf("stamp %s does not parse back as RFC 3339: %v %v", restartStamp(b), back, err)
+	}
+}

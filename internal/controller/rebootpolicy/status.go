@@ -1,0 +1,220 @@
+package rebootpolicy
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+)
+
+// ack is a fire to acknowledge once status holds it.
+type ack struct {
+	policy, hash string
+	seq          uint64
+}
+
+// alignPolicyStatuses keeps one status per spec policy, in spec order.
+func alignPolicyStatuses(policies []autorebootv1alpha1.Policy, old []autorebootv1alpha1.PolicyStatus) []autorebootv1alpha1.PolicyStatus {
+	byName := make(map[string]autorebootv1alpha1.PolicyStatus, len(old))
+	for _, ps := range old {
+		byName[ps.Name] = ps
+	}
+	out := make([]autorebootv1alpha1.PolicyStatus, 0, len(policies))
+	for _, p := range policies {
+		ps, ok := byName[p.Name]
+		if !ok {
+			ps = autorebootv1alpha1.PolicyStatus{Name: p.Name}
+		}
+		out = append(out, ps)
+	}
+	return out
+}
+
+// suspendPolicyStatuses forgets baselines and pending triggers: changes
+// made while suspended are not acted on after resuming.
+func suspendPolicyStatuses(ps []autorebootv1alpha1.PolicyStatus) {
+	for i := range ps {
+		ps[i].Fingerprint, ps[i].TriggerHash = "", ""
+		ps[i].PendingTrigger = false
+		ps[i].ConsecutiveFailures = 0
+		ps[i].LastResult, ps[i].Reason = "", ""
+		ps[i].Message = "suspended"
+	}
+}
+
+// mergeWorkerStates copies the workers' published states into status and
+// returns the fires to acknowledge after the status write.
+func (r *Reconciler) mergeWorkerStates(rbp *autorebootv1alpha1.RebootPolicy, views map[string]workerView, refused map[string]refusal) []ack {
+	var acks []ack
+	for i := range rbp.Status.Policies {
+		ps := &rbp.Status.Policies[i]
+		if rf, ok := refused[ps.Name]; ok {
+			ps.LastResult = autorebootv1alpha1.ResultError
+			ps.Reason = rf.reason
+			ps.Message = truncate(rf.message, 256)
+			ps.ConsecutiveFailures = 0
+			ps.Fingerprint, ps.TriggerHash = "", ""
+			continue
+		}
+		v, ok := views[ps.Name]
+		if !ok {
+			continue
+		}
+		s := v.State
+		if s.LastResult == "" && s.FireSeq == 0 {
+			continue // nothing observed yet: keep what status says
+		}
+		ps.LastResult, ps.Reason, ps.Message = s.LastResult, s.Reason, s.Message
+		ps.ConsecutiveFailures = s.ConsecutiveFailures
+		ps.Fingerprint, ps.TriggerHash = s.Fingerprint, s.TriggerHash
+		if v.Unacked {
+			// Fires while a restart is already pending merge into it; the
+			// first trigger time stays, so a probe failing on every period
+			// during the cooldown writes nothing.
+			if !ps.PendingTrigger {
+				ps.PendingTrigger = true
+				ps.LastTriggerTime = &metav1.Time{Time: s.FiredAt}
+			}
+			acks = append(acks, ack{policy: ps.Name, hash: v.Hash, seq: s.FireSeq})
+		}
+	}
+	return acks
+}
+
+// emitPolicyEvents reports transitions between the old and new status.
+func (r *Reconciler) emitPolicyEvents(old, cur *autorebootv1alpha1.RebootPolicy) {
+	prev := map[string]autorebootv1alpha1.PolicyStatus{}
+	for _, ps := range old.Status.Policies {
+		prev[ps.Name] = ps
+	}
+	for _, ps := range cur.Status.Policies {
+		was := prev[ps.Name]
+		if ps.LastResult == autorebootv1alpha1.ResultFailure && was.LastResult != autorebootv1alpha1.ResultFailure {
+			r.Recorder.Eventf(cur, nil, corev1.EventTypeWarning, EventProbeFailed, "Probe", "policy %s: %s", ps.Name, ps.Message)
+		}
+		if ps.PendingTrigger && !was.PendingTrigger {
+			r.Recorder.Eventf(cur, nil, corev1.EventTypeNormal, EventTriggered, "Trigger", "policy %s fired: %s", ps.Name, ps.Message)
+		}
+	}
+}
+
+// pendingSince reports whether a trigger is pending and since when.
+func pendingSince(ps []autorebootv1alpha1.PolicyStatus) (since metav1.Time, pending bool) {
+	for _, p := range ps {
+		if !p.PendingTrigger {
+			continue
+		}
+		t := metav1.Time{}
+		if p.LastTriggerTime != nil {
+			t = *p.LastTriggerTime
+		}
+		if !pending || t.Before(&since) {
+			since = t
+		}
+		pending = true
+	}
+	return since, pending
+}
+
+func pendingPolicies(ps []autorebootv1alpha1.PolicyStatus) string {
+	var names []string
+	for _, p := range ps {
+		if p.PendingTrigger {
+			names = append(names, p.Name)
+		}
+	}
+	sort.Strings(names)
+	return "policies: " + strings.Join(names, ",")
+}
+
+func clearPending(ps []autorebootv1alpha1.PolicyStatus) {
+	for i := range ps {
+		ps[i].PendingTrigger = false
+	}
+}
+
+// conditionInput is what the conditions are computed from.
+type conditionInput struct {
+	suspended     bool
+	targetsFound  bool
+	paused        []string
+	onDelete      []string
+	waiting       string
+	restartFailed string
+	// invalidSpec: the spec cannot be used (e.g. the target selector).
+	invalidSpec string
+	// futureStamps: targets whose restartedAt lies in the future (ignored).
+	futureStamps []string
+}
+
+// setConditions derives Ready and Degraded. Degraded's reason is the most
+// important problem; Ready is its negation (or Suspended).
+func setConditions(st *autorebootv1alpha1.RebootPolicyStatus, gen int64, in conditionInput) {
+	set := func(typ string, status metav1.ConditionStatus, reason, msg string) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: truncate(msg, 1024), ObservedGeneration: gen})
+	}
+	if in.suspended {
+		set(autorebootv1alpha1.ConditionReady, metav1.ConditionFalse, autorebootv1alpha1.ReasonSuspended, "spec.suspend is true: no probing, no restarts")
+		set(autorebootv1alpha1.ConditionDegraded, metav1.ConditionFalse, autorebootv1alpha1.ReasonSuspended, "suspended")
+		return
+	}
+	reason, msg := "", ""
+	switch {
+	case in.invalidSpec != "":
+		reason, msg = autorebootv1alpha1.ReasonInvalidSpec, in.invalidSpec
+	case in.restartFailed != "":
+		reason, msg = autorebootv1alpha1.ReasonRestartFailed, in.restartFailed
+	case !in.targetsFound:
+		reason, msg = autorebootv1alpha1.ReasonTargetNotFound, "no target workload found in the namespace"
+	case len(in.paused) > 0:
+		reason, msg = autorebootv1alpha1.ReasonTargetPaused, fmt.Sprintf("Deployment %s is paused: a restart would not roll out", strings.Join(in.paused, ","))
+	case len(in.onDelete) > 0:
+		reason, msg = autorebootv1alpha1.ReasonTargetOnDelete, fmt.Sprintf("%s uses the OnDelete update strategy: a restart would not roll out", strings.Join(in.onDelete, ","))
+	default:
+		for _, ps := range st.Policies {
+			if ps.LastResult == autorebootv1alpha1.ResultError {
+				reason, msg = ps.Reason, fmt.Sprintf("policy %s: %s", ps.Name, ps.Message)
+				if reason == "" {
+					reason = autorebootv1alpha1.ReasonProbeError
+				}
+				break
+			}
+		}
+	}
+	if reason != "" {
+		set(autorebootv1alpha1.ConditionDegraded, metav1.ConditionTrue, reason, msg)
+		set(autorebootv1alpha1.ConditionReady, metav1.ConditionFalse, reason, msg)
+		return
+	}
+	set(autorebootv1alpha1.ConditionDegraded, metav1.ConditionFalse, autorebootv1alpha1.ReasonAsExpected, "no problem")
+	note := ""
+	if len(in.futureStamps) > 0 {
+		note = fmt.Sprintf("; %s has %s set in the future: ignored", strings.Join(in.futureStamps, ", "), autorebootv1alpha1.RestartedAtAnnotation)
+	}
+	if in.waiting != "" {
+		set(autorebootv1alpha1.ConditionReady, metav1.ConditionTrue, autorebootv1alpha1.ReasonRestartPending, "restart pending: "+in.waiting+note)
+		return
+	}
+	set(autorebootv1alpha1.ConditionReady, metav1.ConditionTrue, autorebootv1alpha1.ReasonReconciled, "all policies are running"+note)
+}
+
+// writeStatus patches status only when it changed.
+func (r *Reconciler) writeStatus(ctx context.Context, orig, cur *autorebootv1alpha1.RebootPolicy) error {
+	if equality.Semantic.DeepEqual(orig.Status, cur.Status) {
+		return nil
+	}
+	// Optimistic lock: a status computed from a stale cached copy must not
+	// overwrite a newer one (the policies list is replaced as a whole).
+	if err := r.Client.Status().Patch(ctx, cur, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("patch status of rebootpolicy %s/%s: %w", cur.Namespace, cur.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,201 @@
+package rebootpolicy
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+)
+
+// targetInfo is what the restart decision needs to know about a workload.
+type targetInfo struct {
+	obj  client.Object
+	kind autorebootv1alpha1.TargetKind
+	// paused: a paused Deployment; onDelete: an OnDelete StatefulSet or
+	// DaemonSet. Neither can be restarted by a template change.
+	paused   bool
+	onDelete bool
+	// progressing: the previous rollout has not finished.
+	progressing bool
+	// stampInFuture: the restartedAt annotation names a time after now (set
+	// by hand); it is ignored for the cooldown and reported.
+	stampInFuture bool
+	// restartedAt is the target's last restart by this group (zero: never).
+	restartedAt time.Time
+	// restartID names the trigger of that restart (see restartID).
+	restartID string
+}
+
+// resolveTargets returns the target workloads of rbp, from the cache.
+func (r *Reconciler) resolveTargets(ctx context.Context, rbp *autorebootv1alpha1.RebootPolicy, now time.Time) ([]targetInfo, error) {
+	t := rbp.Spec.Target
+	ns := rbp.Namespace
+	if t.Name != "" {
+		obj := newTargetObject(t.Kind)
+		if obj == nil {
+			return nil, fmt.Errorf("unsupported target kind %q", t.Kind)
+		}
+		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: t.Name}, obj); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, nil
+			}
+			return nil, fmt.Errorf("get %s %s/%s: %w", t.Kind, ns, t.Name, err)
+		}
+		return []targetInfo{inspectTarget(obj, now)}, nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(t.Selector.LabelSelector())
+	if err != nil {
+		return nil, &invalidSpecError{msg: "target.selector: " + err.Error()}
+	}
+	opts := []client.ListOption{client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel}}
+	var out []targetInfo
+	switch t.Kind {
+	case autorebootv1alpha1.KindDeployment:
+		var l appsv1.DeploymentList
+		if err := r.Client.List(ctx, &l, opts...); err != nil {
+			return nil, fmt.Errorf("list deployments in %s: %w", ns, err)
+		}
+		for i := range l.Items {
+			out = append(out, inspectTarget(&l.Items[i], now))
+		}
+	case autorebootv1alpha1.KindStatefulSet:
+		var l appsv1.StatefulSetList
+		if err := r.Client.List(ctx, &l, opts...); err != nil {
+			return nil, fmt.Errorf("list statefulsets in %s: %w", ns, err)
+		}
+		for i := range l.Items {
+			out = append(out, inspectTarget(&l.Items[i], now))
+		}
+	case autorebootv1alpha1.KindDaemonSet:
+		var l appsv1.DaemonSetList
+		if err := r.Client.List(ctx, &l, opts...); err != nil {
+			return nil, fmt.Errorf("list daemonsets in %s: %w", ns, err)
+		}
+		for i := range l.Items {
+			out = append(out, inspectTarget(&l.Items[i], now))
+		}
+	default:
+		return nil, fmt.Errorf("unsupported target kind %q", t.Kind)
+	}
+	return out, nil
+}
+
+func newTargetObject(kind autorebootv1alpha1.TargetKind) client.Object {
+	switch kind {
+	case autorebootv1alpha1.KindDeployment:
+		return &appsv1.Deployment{}
+	case autorebootv1alpha1.KindStatefulSet:
+		return &appsv1.StatefulSet{}
+	case autorebootv1alpha1.KindDaemonSet:
+		return &appsv1.DaemonSet{}
+	}
+	return nil
+}
+
+// inspectTarget reads the restart-relevant facts of a workload. Only an
+// unfinished rollout (the controller has not seen the latest spec, or not
+// every replica runs the latest template yet) defers a restart: a target
+// whose pods are unavailable or crash-looping is exactly what a probe
+// trigger is for, so unavailability alone never blocks it.
+func inspectTarget(obj client.Object, now time.Time) targetInfo {
+	ti := targetInfo{obj: obj}
+	var ann map[string]string
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		ti.kind = autorebootv1alpha1.KindDeployment
+		ti.paused = o.Spec.Paused
+		ann = o.Spec.Template.Annotations
+		want := int32(1)
+		if o.Spec.Replicas != nil {
+			want = *o.Spec.Replicas
+		}
+		s := o.Status
+		ti.progressing = s.ObservedGeneration < o.Generation || s.UpdatedReplicas < want
+	case *appsv1.StatefulSet:
+		ti.kind = autorebootv1alpha1.KindStatefulSet
+		ti.onDelete = o.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType
+		ann = o.Spec.Template.Annotations
+		want := int32(1)
+		if o.Spec.Replicas != nil {
+			want = *o.Spec.Replicas
+		}
+		s := o.Status
+		ti.progressing = s.ObservedGeneration < o.Generation || s.UpdatedReplicas < want
+	case *appsv1.DaemonSet:
+		ti.kind = autorebootv1alpha1.KindDaemonSet
+		ti.onDelete = o.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType
+		ann = o.Spec.Template.Annotations
+		s := o.Status
+		ti.progressing = s.ObservedGeneration < o.Generation || s.UpdatedNumberScheduled < s.DesiredNumberScheduled
+	}
+	ti.restartID = obj.GetAnnotations()[autorebootv1alpha1.RestartIDAnnotation]
+	if v, ok := ann[autorebootv1alpha1.RestartedAtAnnotation]; ok {
+		if t, err := time.Parse(time.RFC3339, v); err == nil {
+			ti.restartedAt = t
+		}
+		// A stamp in the future would hold the cooldown (and count as a
+		// restart after any trigger) until that time: ignore it.
+		if ti.restartedAt.After(now.Add(clockSkew)) {
+			ti.restartedAt, ti.stampInFuture = time.Time{}, true
+		}
+	}
+	return ti
+}
+
+// clockSkew is how far a restartedAt stamp may lie ahead of this manager's
+// clock before it counts as set in the future (another replica's clock).
+const clockSkew = 5 * time.Second
+
+// invalidSpecError is a spec problem only the controller can see; it
+// becomes an InvalidSpec condition, not a retried error.
+type invalidSpecError struct{ msg string }
+
+func (e *invalidSpecError) Error() string { return e.msg }
+
+// targetIndex indexes RebootPolicies by "<kind>/<name>" of their target, or
+// "<kind>/*" for selector targets, so a workload event looks up only the
+// policies that may target it instead of every policy in the namespace.
+const targetIndex = "autoreboot.runbook.dev/target"
+
+func targetIndexValue(rbp *autorebootv1alpha1.RebootPolicy) []string {
+	t := rbp.Spec.Target
+	if t.Name != "" {
+		return []string{string(t.Kind) + "/" + t.Name}
+	}
+	return []string{string(t.Kind) + "/*"}
+}
+
+// policiesForTarget maps a workload event to the RebootPolicies in its
+// namespace that target it.
+func (r *Reconciler) policiesForTarget(kind autorebootv1alpha1.TargetKind) func(context.Context, client.Object) []reconcile.Request {
+	return func(ctx context.Context, obj client.Object) []reconcile.Request {
+		var out []reconcile.Request
+		var byName autorebootv1alpha1.RebootPolicyList
+		if err := r.Client.List(ctx, &byName, client.InNamespace(obj.GetNamespace()),
+			client.MatchingFields{targetIndex: string(kind) + "/" + obj.GetName()}); err == nil {
+			for i := range byName.Items {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&byName.Items[i])})
+			}
+		}
+		var bySelector autorebootv1alpha1.RebootPolicyList
+		if err := r.Client.List(ctx, &bySelector, client.InNamespace(obj.GetNamespace()),
+			client.MatchingFields{targetIndex: string(kind) + "/*"}); err == nil {
+			for i := range bySelector.Items {
+				sel, err := metav1.LabelSelectorAsSelector(bySelector.Items[i].Spec.Target.Selector.LabelSelector())
+				if err == nil && sel.Matches(labels.Set(obj.GetLabels())) {
+					out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&bySelector.Items[i])})
+				}
+			}
+		}
+		return out
+	}
+}

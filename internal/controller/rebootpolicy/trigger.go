@@ -1,0 +1,171 @@
+package rebootpolicy
+
+import (
+	"time"
+
+	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/fingerprint"
+)
+
+// observation is the raw outcome of one probe, query or read.
+type observation struct {
+	// result is ResultSuccess, ResultFailure or ResultError. Change
+	// triggers report ResultSuccess with a fingerprint.
+	result      string
+	fingerprint string
+	// reason is a CamelCase reason for ResultError.
+	reason  string
+	message string
+}
+
+// policyState is what a worker publishes about its policy. It only changes
+// on transitions, so copying it into status writes only when something
+// happened.
+type policyState struct {
+	LastResult          string
+	Reason              string
+	Message             string
+	ConsecutiveFailures int32
+	Fingerprint         string
+	TriggerHash         string
+	// FireSeq counts the times the trigger fired since the worker started;
+	// FiredAt is the time of the last one.
+	FireSeq uint64
+	FiredAt time.Time
+}
+
+// triggerKind tells how observations turn into decisions.
+type triggerKind int
+
+const (
+	// thresholdTrigger fires after failureThreshold consecutive failures
+	// (probes).
+	thresholdTrigger triggerKind = iota
+	// changeTrigger fires when the fingerprint differs from the baseline
+	// (sql and watch); the first observation only records the baseline.
+	changeTrigger
+)
+
+// triggerState turns a stream of observations into transitions and fires,
+// like the kubelet prober's result counters. Live counters stay in memory;
+// only transitions are published.
+type triggerState struct {
+	kind             triggerKind
+	failureThreshold int32
+	successThreshold int32
+
+	failures  int32
+	successes int32
+
+	published policyState
+}
+
+func newTriggerState(kind triggerKind, failureThreshold, successThreshold int32, baseline policyState) *triggerState {
+	if failureThreshold < 1 {
+		failureThreshold = 3
+	}
+	if successThreshold < 1 {
+		successThreshold = 1
+	}
+	return &triggerState{kind: kind, failureThreshold: failureThreshold, successThreshold: successThreshold, published: baseline}
+}
+
+// observe records one observation and reports whether the published state
+// changed (a transition or a fire).
+func (t *triggerState) observe(o observation, now time.Time) bool {
+	if o.result == autorebootv1alpha1.ResultError {
+		t.failures, t.successes = 0, 0
+		if t.published.LastResult == autorebootv1alpha1.ResultError && t.published.Reason == o.reason {
+			return false
+		}
+		t.published.LastResult = autorebootv1alpha1.ResultError
+		t.published.Reason = o.reason
+		t.published.Message = truncate(o.message, 256)
+		t.published.ConsecutiveFailures = 0
+		return true
+	}
+	if t.kind == changeTrigger {
+		return t.observeChange(o, now)
+	}
+	return t.observeProbe(o, now)
+}
+
+func (t *triggerState) observeProbe(o observation, now time.Time) bool {
+	p := &t.published
+	switch o.result {
+	case autorebootv1alpha1.ResultFailure:
+		t.successes = 0
+		t.failures++
+		if t.failures >= t.failureThreshold {
+			p.FireSeq++
+			p.FiredAt = now
+			p.LastResult = autorebootv1alpha1.ResultFailure
+			p.Reason = ""
+			p.ConsecutiveFailures = t.failures
+			p.Message = truncate(o.message, 256)
+			// Like the kubelet after a liveness kill: the next fire needs
+			// failureThreshold fresh failures.
+			t.failures = 0
+			return true
+		}
+		if p.LastResult != autorebootv1alpha1.ResultFailure {
+			p.LastResult = autorebootv1alpha1.ResultFailure
+			p.Reason = ""
+			p.ConsecutiveFailures = t.failures
+			p.Message = truncate(o.message, 256)
+			return true
+		}
+		return false
+	default:
+		t.failures = 0
+		t.successes++
+		if p.LastResult == autorebootv1alpha1.ResultSuccess {
+			return false
+		}
+		// From Failure, successThreshold successes are needed; from
+		// unknown or Error the first success counts.
+		if p.LastResult == autorebootv1alpha1.ResultFailure && t.successes < t.successThreshold {
+			return false
+		}
+		p.LastResult = autorebootv1alpha1.ResultSuccess
+		p.Reason, p.Message = "", ""
+		p.ConsecutiveFailures = 0
+		return true
+	}
+}
+
+func (t *triggerState) observeChange(o observation, now time.Time) bool {
+	p := &t.published
+	switch {
+	// A baseline of another key (the key Secret was replaced, or status
+	// comes from a manager that did not key fingerprints) cannot be
+	// compared: record a new one rather than fire on every upgrade.
+	case p.Fingerprint == "", !fingerprint.SameKey(p.Fingerprint, o.fingerprint):
+		p.Fingerprint = o.fingerprint
+		p.LastResult = autorebootv1alpha1.ResultSuccess
+		p.Reason = ""
+		p.Message = "baseline recorded"
+		return true
+	case o.fingerprint != p.Fingerprint:
+		p.Fingerprint = o.fingerprint
+		p.FireSeq++
+		p.FiredAt = now
+		p.LastResult = autorebootv1alpha1.ResultChanged
+		p.Reason = ""
+		p.Message = "changed since the last observation"
+		return true
+	case p.LastResult != autorebootv1alpha1.ResultSuccess:
+		p.LastResult = autorebootv1alpha1.ResultSuccess
+		p.Reason = ""
+		p.Message = "unchanged"
+		return true
+	}
+	return false
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}

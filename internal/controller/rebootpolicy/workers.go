@@ -1,0 +1,361 @@
+package rebootpolicy
+
+import (
+	"context"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+)
+
+// workerKey identifies one policy of one RebootPolicy.
+type workerKey struct {
+	Object types.NamespacedName
+	Policy string
+}
+
+func (k workerKey) String() string { return k.Object.String() + "/" + k.Policy }
+
+// workerSpec is everything a worker needs; Hash covers the trigger, so an
+// update of the RebootPolicy restarts only the workers whose trigger changed.
+type workerSpec struct {
+	Key     workerKey
+	Hash    string
+	Trigger autorebootv1alpha1.Trigger
+	// Baseline is the state recorded in status (fingerprint of sql/watch
+	// triggers), used when the worker starts.
+	Baseline policyState
+}
+
+// workerView is a worker's published state as the reconciler sees it.
+type workerView struct {
+	Hash  string
+	State policyState
+	// Unacked is true when the last fire was not yet recorded in status.
+	Unacked bool
+}
+
+// Workers runs one probe worker per (RebootPolicy, policy). It is a manager
+// Runnable that runs only in the elected leader; reconciles declare the set
+// of workers with Ensure and Remove and never wait for a probe. Workers
+// report transitions on Events, a source for the controller.
+type Workers struct {
+	clock   clock.Clock
+	probers proberFactory
+	metrics *Metrics
+	log     logr.Logger
+	events  chan event.TypedGenericEvent[types.NamespacedName]
+
+	mu      sync.Mutex
+	ctx     context.Context // set by Start; nil before
+	wg      sync.WaitGroup
+	workers map[workerKey]*worker
+	byObj   map[types.NamespacedName]map[string]*worker
+}
+
+var _ manager.LeaderElectionRunnable = &Workers{}
+
+// NewWorkers builds the worker set. Nothing runs until the manager starts it.
+func NewWorkers(clk clock.Clock, probers proberFactory, metrics *Metrics, log logr.Logger) *Workers {
+	return &Workers{
+		clock:   clk,
+		probers: probers,
+		metrics: metrics,
+		log:     log,
+		events:  make(chan event.TypedGenericEvent[types.NamespacedName], 1024),
+		workers: map[workerKey]*worker{},
+		byObj:   map[types.NamespacedName]map[string]*worker{},
+	}
+}
+
+// Events delivers the RebootPolicy whose worker published a transition.
+func (w *Workers) Events() <-chan event.TypedGenericEvent[types.NamespacedName] { return w.events }
+
+// NeedLeaderElection: probing and restarting are the leader's job.
+func (w *Workers) NeedLeaderElection() bool { return true }
+
+// Start runs the workers declared so far and those declared later, until
+// ctx ends; then it stops them all and waits for them.
+func (w *Workers) Start(ctx context.Context) error {
+	w.mu.Lock()
+	w.ctx = ctx
+	for _, wk := range w.workers {
+		w.launch(wk)
+	}
+	w.mu.Unlock()
+	<-ctx.Done()
+	w.mu.Lock()
+	for _, wk := range w.workers {
+		// A worker declared before a Start whose context had already ended
+		// was never launched.
+		if wk.cancel != nil {
+			wk.cancel()
+		}
+	}
+	w.mu.Unlock()
+	w.wg.Wait()
+	return nil
+}
+
+// Ensure makes the workers of obj exactly specs: new ones start, ones whose
+// hash changed restart with the new spec, others keep running untouched.
+func (w *Workers) Ensure(obj types.NamespacedName, specs []workerSpec) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	current := w.byObj[obj]
+	keep := make(map[string]bool, len(specs))
+	for _, s := range specs {
+		keep[s.Key.Policy] = true
+		if old, ok := current[s.Key.Policy]; ok {
+			if old.spec.Hash == s.Hash {
+				continue
+			}
+			w.stopLocked(old)
+		}
+		w.startLocked(s)
+	}
+	for name, wk := range w.byObj[obj] {
+		if !keep[name] {
+			w.stopLocked(wk)
+		}
+	}
+}
+
+// Remove stops every worker of obj.
+func (w *Workers) Remove(obj types.NamespacedName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, wk := range w.byObj[obj] {
+		w.stopLocked(wk)
+	}
+}
+
+// Snapshot returns the published state of obj's workers by policy name.
+func (w *Workers) Snapshot(obj types.NamespacedName) map[string]workerView {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[string]workerView, len(w.byObj[obj]))
+	for name, wk := range w.byObj[obj] {
+		out[name] = wk.view()
+	}
+	return out
+}
+
+// Ack records that the fire seq of a worker (with the given hash) is in
+// status, so it is not reported as unacked again.
+func (w *Workers) Ack(obj types.NamespacedName, policy, hash string, seq uint64) {
+	w.mu.Lock()
+	wk := w.byObj[obj][policy]
+	w.mu.Unlock()
+	if wk == nil || wk.spec.Hash != hash {
+		return
+	}
+	wk.mu.Lock()
+	if seq > wk.ackedSeq {
+		wk.ackedSeq = seq
+	}
+	wk.mu.Unlock()
+}
+
+// Keys lists the running workers as "namespace/name/policy@hash", sorted.
+func (w *Workers) Keys() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]string, 0, len(w.workers))
+	for k, wk := range w.workers {
+		out = append(out, k.String()+"@"+wk.spec.Hash)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Len is the number of workers.
+func (w *Workers) Len() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.workers)
+}
+
+func (w *Workers) startLocked(s workerSpec) {
+	wk := &worker{
+		spec:  s,
+		clock: w.clock,
+		log:   w.log.WithValues("rebootpolicy", s.Key.Object.String(), "policy", s.Key.Policy),
+	}
+	wk.state = newTriggerStateFor(s)
+	w.workers[s.Key] = wk
+	if w.byObj[s.Key.Object] == nil {
+		w.byObj[s.Key.Object] = map[string]*worker{}
+	}
+	w.byObj[s.Key.Object][s.Key.Policy] = wk
+	if w.ctx != nil {
+		w.launch(wk)
+	}
+}
+
+func (w *Workers) stopLocked(wk *worker) {
+	if wk.cancel != nil {
+		wk.cancel()
+	}
+	delete(w.workers, wk.spec.Key)
+	if m := w.byObj[wk.spec.Key.Object]; m != nil {
+		delete(m, wk.spec.Key.Policy)
+		if len(m) == 0 {
+			delete(w.byObj, wk.spec.Key.Object)
+		}
+	}
+}
+
+// launch starts wk's goroutine; w.mu is held and w.ctx is set.
+func (w *Workers) launch(wk *worker) {
+	if w.ctx.Err() != nil {
+		return // shutting down
+	}
+	ctx, cancel := context.WithCancel(w.ctx)
+	wk.cancel = cancel
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		wk.run(ctx, w)
+	}()
+}
+
+// notify tells the controller that obj has a transition. It blocks only
+// the worker (never a reconcile) when the controller lags behind.
+func (w *Workers) notify(ctx context.Context, obj types.NamespacedName) {
+	select {
+	case w.events <- event.TypedGenericEvent[types.NamespacedName]{Object: obj}:
+	case <-ctx.Done():
+	}
+}
+
+func newTriggerStateFor(s workerSpec) *triggerState {
+	if p := s.Trigger.Probe; p != nil {
+		return newTriggerState(thresholdTrigger, p.FailureThreshold, p.SuccessThreshold, policyState{TriggerHash: s.Hash})
+	}
+	baseline := policyState{TriggerHash: s.Hash}
+	if s.Baseline.TriggerHash == s.Hash {
+		baseline.Fingerprint = s.Baseline.Fingerprint
+		baseline.LastResult = s.Baseline.LastResult
+		baseline.Reason = s.Baseline.Reason
+		baseline.Message = s.Baseline.Message
+	}
+	return newTriggerState(changeTrigger, 1, 1, baseline)
+}
+
+// worker probes one policy on its period.
+type worker struct {
+	spec   workerSpec
+	clock  clock.Clock
+	log    logr.Logger
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	state    *triggerState
+	ackedSeq uint64
+}
+
+func (wk *worker) view() workerView {
+	wk.mu.Lock()
+	defer wk.mu.Unlock()
+	st := wk.state.published
+	return workerView{Hash: wk.spec.Hash, State: st, Unacked: st.FireSeq > wk.ackedSeq}
+}
+
+// schedule returns the period, the timeout and the initial delay of the
+// worker's trigger.
+func (wk *worker) schedule() (period, timeout, initialDelay time.Duration) {
+	t := wk.spec.Trigger
+	switch {
+	case t.Probe != nil:
+		period = seconds(t.Probe.PeriodSeconds, 10)
+		timeout = seconds(t.Probe.TimeoutSeconds, 1)
+		initialDelay = seconds(t.Probe.InitialDelaySeconds, 0)
+	case t.SQL != nil:
+		period = seconds(t.SQL.PeriodSeconds, 30)
+		timeout = seconds(t.SQL.TimeoutSeconds, 5) + sqlClientGrace
+	case t.Watch != nil:
+		period = seconds(t.Watch.PeriodSeconds, 10)
+		timeout = 10 * time.Second
+	}
+	if timeout > period {
+		timeout = period
+	}
+	return period, timeout, initialDelay
+}
+
+func seconds(v, def int32) time.Duration {
+	if v <= 0 {
+		v = def
+	}
+	return time.Duration(v) * time.Second
+}
+
+func (wk *worker) run(ctx context.Context, w *Workers) {
+	p, err := w.probers.newProber(wk.spec)
+	if err != nil {
+		// A spec the reconciler let through but the prober refuses: publish
+		// the error once, then wait for a new spec.
+		wk.publish(ctx, w, observation{result: autorebootv1alpha1.ResultError, reason: autorebootv1alpha1.ReasonProbeError, message: err.Error()})
+		<-ctx.Done()
+		return
+	}
+	defer p.close()
+	period, timeout, initialDelay := wk.schedule()
+	// Jitter spreads thousands of workers over the period instead of
+	// probing in bursts.
+	delay := initialDelay + time.Duration(rand.Int64N(int64(period)))
+	next := wk.clock.Now().Add(delay)
+	timer := wk.clock.NewTimer(delay)
+	defer timer.Stop()
+	typ := p.kind()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C():
+		}
+		start := wk.clock.Now()
+		w.metrics.observeDrift(typ, start.Sub(next))
+		pctx, cancel := context.WithTimeout(ctx, timeout)
+		obs := p.probe(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		w.metrics.observeProbe(typ, obs.result, wk.clock.Since(start))
+		wk.publish(ctx, w, obs)
+		next = next.Add(period)
+		now := wk.clock.Now()
+		if !next.After(now) {
+			// Missed one or more periods (slow probe): skip them.
+			next = now.Add(period)
+		}
+		timer.Reset(next.Sub(now))
+	}
+}
+
+// publish feeds o to the trigger state and notifies on a transition.
+func (wk *worker) publish(ctx context.Context, w *Workers, o observation) {
+	wk.mu.Lock()
+	before := wk.state.published.FireSeq
+	changed := wk.state.observe(o, wk.clock.Now())
+	fired := wk.state.published.FireSeq != before
+	wk.mu.Unlock()
+	if fired {
+		w.metrics.triggerFired(triggerType(wk.spec.Trigger))
+		wk.log.Info("trigger fired", "result", o.result)
+	}
+	if changed {
+		wk.log.V(1).Info("policy state changed", "result", o.result, "reason", o.reason)
+		w.notify(ctx, wk.spec.Key.Object)
+	}
+}

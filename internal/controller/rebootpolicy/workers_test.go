@@ -1,0 +1,285 @@
+package rebootpolicy
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+)
+
+// fakeProbers hands out probers whose results the test scripts.
+type fakeProbers struct {
+	mu      sync.Mutex
+	results map[string][]string // by policy name; the last result repeats
+	calls   map[string]*atomic.Int64
+	created map[string]int
+	closed  map[string]int
+}
+
+func newFakeProbers() *fakeProbers {
+	return &fakeProbers{results: map[string][]string{}, calls: map[string]*atomic.Int64{}, created: map[string]int{}, closed: map[string]int{}}
+}
+
+func (f *fakeProbers) setResults(policy string, r ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.results[policy] = r
+}
+
+func (f *fakeProbers) callCounter(policy string) *atomic.Int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.calls[policy] == nil {
+		f.calls[policy] = &atomic.Int64{}
+	}
+	return f.calls[policy]
+}
+
+func (f *fakeProbers) counts(policy string) (created, closed int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.created[policy], f.closed[policy]
+}
+
+func (f *fakeProbers) newProber(s workerSpec) (prober, error) {
+	calls := f.callCounter(s.Key.Policy)
+	f.mu.Lock()
+	f.created[s.Key.Policy]++
+	f.mu.Unlock()
+	return &fakeProber{f: f, policy: s.Key.Policy, calls: calls}, nil
+}
+
+type fakeProber struct {
+	f      *fakeProbers
+	policy string
+	calls  *atomic.Int64
+}
+
+func (p *fakeProber) kind() string { return "fake" }
+func (p *fakeProber) close() {
+	p.f.mu.Lock()
+	p.f.closed[p.policy]++
+	p.f.mu.Unlock()
+}
+func (p *fakeProber) probe(context.Context) observation {
+	n := p.calls.Add(1)
+	p.f.mu.Lock()
+	r := p.f.results[p.policy]
+	p.f.mu.Unlock()
+	res := ok
+	if len(r) > 0 {
+		i := int(n - 1)
+		if i >= len(r) {
+			i = len(r) - 1
+		}
+		res = r[i]
+	}
+	return observation{result: res, message: res}
+}
+
+func probeSpec(obj types.NamespacedName, policy string, failureThreshold int32, hash string) workerSpec {
+	return workerSpec{
+		Key:  workerKey{Object: obj, Policy: policy},
+		Hash: hash,
+		Trigger: autorebootv1alpha1.Trigger{Probe: &corev1.Probe{
+			ProbeHandler:     corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Host: "127.0.0.1", Port: intstr.FromInt(1)}},
+			PeriodSeconds:    1,
+			FailureThreshold: failureThreshold,
+		}},
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// tick advances the fake clock by one period once the worker waits on its
+// timer, and waits for the probe to run.
+func tick(t *testing.T, fc *clocktesting.FakeClock, calls *atomic.Int64) {
+	t.Helper()
+	before := calls.Load()
+	waitFor(t, "worker timer", fc.HasWaiters)
+	fc.Step(time.Second)
+	waitFor(t, "probe call", func() bool { return calls.Load() > before })
+}
+
+func startWorkers(t *testing.T, f proberFactory) (*Workers, *clocktesting.FakeClock) {
+	t.Helper()
+	fc := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	w := NewWorkers(fc, f, NewMetrics(), logr.Discard())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = w.Start(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return w, fc
+}
+
+func TestWorkersLifecycle(t *testing.T) {
+	f := newFakeProbers()
+	w, _ := startWorkers(t, f)
+	a := types.NamespacedName{Namespace: "ns", Name: "a"}
+	b := types.NamespacedName{Namespace: "ns", Name: "b"}
+
+	w.Ensure(a, []workerSpec{probeSpec(a, "p1", 3, "h1"), probeSpec(a, "p2", 3, "h2")})
+	w.Ensure(b, []workerSpec{probeSpec(b, "p1", 3, "h1")})
+	if got := w.Len(); got != 3 {
+		t.Fatalf("workers = %d (%v), want 3", got, w.Keys())
+	}
+	waitFor(t, "probers created", func() bool { c, _ := f.counts("p2"); return c == 1 })
+
+	// Same spec again: nothing restarts.
+	w.Ensure(a, []workerSpec{probeSpec(a, "p1", 3, "h1"), probeSpec(a, "p2", 3, "h2")})
+	if c, cl := f.counts("p2"); c != 1 || cl != 0 {
+		t.Fatalf("unchanged spec restarted p2: created %d closed %d", c, cl)
+	}
+	// Only p2 of a changes: only it restarts.
+	w.Ensure(a, []workerSpec{probeSpec(a, "p1", 3, "h1"), probeSpec(a, "p2", 3, "h2-new")})
+	waitFor(t, "p2 restarted", func() bool { c, cl := f.counts("p2"); return c == 2 && cl == 1 })
+	want := []string{"ns/a/p1@h1", "ns/a/p2@h2-new", "ns/b/p1@h1"}
+	if got := w.Keys(); len(got) != 3 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
+		t.Fatalf("keys = %v, want %v", got, want)
+	}
+	// A policy removed from the spec stops.
+	w.Ensure(a, []workerSpec{probeSpec(a, "p2", 3, "h2-new")})
+	if got := w.Keys(); len(got) != 2 {
+		t.Fatalf("keys after removing p1 of a = %v", got)
+	}
+	// Deleting a stops its workers and leaves b alone.
+	w.Remove(a)
+	if got := w.Keys(); len(got) != 1 || got[0] != "ns/b/p1@h1" {
+		t.Fatalf("keys after removing a = %v", got)
+	}
+	waitFor(t, "a's probers closed", func() bool { _, cl := f.counts("p2"); return cl == 2 })
+}
+
+func TestWorkersDeclaredBeforeStartRunWhenLeading(t *testing.T) {
+	f := newFakeProbers()
+	fc := clocktesting.NewFakeClock(time.Now())
+	w := NewWorkers(fc, f, nil, logr.Discard())
+	obj := types.NamespacedName{Namespace: "ns", Name: "x"}
+	w.Ensure(obj, []workerSpec{probeSpec(obj, "early", 3, "h")})
+	if c, _ := f.counts("early"); c != 0 {
+		t.Fatal("a worker started before the manager started the runnable (not leader)")
+	}
+	if !w.NeedLeaderElection() {
+		t.Fatal("workers must run only in the leader")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = w.Start(ctx); close(done) }()
+	waitFor(t, "worker started", func() bool { c, _ := f.counts("early"); return c == 1 })
+	cancel()
+	<-done
+	if _, cl := f.counts("early"); cl != 1 {
+		t.Fatal("worker not stopped when the manager stopped")
+	}
+}
+
+func TestWorkerPublishesOnlyTransitions(t *testing.T) {
+	f := newFakeProbers()
+	w, fc := startWorkers(t, f)
+	obj := types.NamespacedName{Namespace: "ns", Name: "x"}
+	w.Ensure(obj, []workerSpec{probeSpec(obj, "steady", 3, "h")})
+	calls := f.callCounter("steady")
+	for range 50 {
+		tick(t, fc, calls)
+	}
+	events := len(w.Events())
+	if events != 1 {
+		t.Fatalf("50 successful probes produced %d notifications, want 1", events)
+	}
+	v := w.Snapshot(obj)["steady"]
+	if v.State.LastResult != ok || v.Unacked {
+		t.Fatalf("state = %+v", v)
+	}
+}
+
+func TestWorkerFiresAtThresholdAndAck(t *testing.T) {
+	f := newFakeProbers()
+	f.setResults("p", ok, fail, fail, fail, fail)
+	w, fc := startWorkers(t, f)
+	obj := types.NamespacedName{Namespace: "ns", Name: "x"}
+	w.Ensure(obj, []workerSpec{probeSpec(obj, "p", 3, "h")})
+	calls := f.callCounter("p")
+	for range 3 {
+		tick(t, fc, calls)
+	}
+	if v := w.Snapshot(obj)["p"]; v.State.FireSeq != 0 || v.State.LastResult != fail || v.State.ConsecutiveFailures != 1 {
+		t.Fatalf("after 2 failures: %+v", v)
+	}
+	tick(t, fc, calls)
+	v := w.Snapshot(obj)["p"]
+	if v.State.FireSeq != 1 || !v.Unacked || v.State.ConsecutiveFailures != 3 {
+		t.Fatalf("after 3 failures: %+v", v)
+	}
+	if !v.State.FiredAt.Equal(fc.Now()) {
+		t.Fatalf("fired at %v, want the injected clock's %v", v.State.FiredAt, fc.Now())
+	}
+	w.Ack(obj, "p", "other-hash", 1)
+	if !w.Snapshot(obj)["p"].Unacked {
+		t.Fatal("an ack for another spec hash was applied")
+	}
+	w.Ack(obj, "p", "h", 1)
+	if w.Snapshot(obj)["p"].Unacked {
+		t.Fatal("ack not applied")
+	}
+	// One more failure: below the threshold again, no new fire.
+	tick(t, fc, calls)
+	if v := w.Snapshot(obj)["p"]; v.State.FireSeq != 1 || v.Unacked {
+		t.Fatalf("fired again after one failure: %+v", v)
+	}
+}
+
+func TestWorkerChangeBaselineFromStatus(t *testing.T) {
+	spec := workerSpec{
+		Key:      workerKey{Object: types.NamespacedName{Namespace: "ns", Name: "x"}, Policy: "q"},
+		Hash:     "h1",
+		Trigger:  autorebootv1alpha1.Trigger{SQL: &autorebootv1alpha1.SQLTrigger{Query: "select 1", PeriodSeconds: 1, TimeoutSeconds: 1}},
+		Baseline: policyState{Fingerprint: "abc", TriggerHash: "h1", LastResult: ok},
+	}
+	if st := newTriggerStateFor(spec); st.published.Fingerprint != "abc" {
+		t.Fatalf("baseline not restored: %+v", st.published)
+	}
+	spec.Hash = "h2" // the query changed: the old baseline does not apply
+	if st := newTriggerStateFor(spec); st.published.Fingerprint != "" {
+		t.Fatalf("stale baseline kept after a trigger change: %+v", st.published)
+	}
+}
+
+func TestWorkerSchedule(t *testing.T) {
+	wk := &worker{spec: workerSpec{Trigger: autorebootv1alpha1.Trigger{Probe: &corev1.Probe{PeriodSeconds: 2, TimeoutSeconds: 5, InitialDelaySeconds: 7}}}}
+	period, timeout, delay := wk.schedule()
+	if period != 2*time.Second || timeout != 2*time.Second || delay != 7*time.Second {
+		t.Fatalf("schedule = %s %s %s (timeout must not exceed the period)", period, timeout, delay)
+	}
+}
+
+func TestStartWithAnEndedContextLaunchesNothing(t *testing.T) {
+	w := NewWorkers(clocktesting.NewFakeClock(time.Now()), newFakeProbers(), NewMetrics(), logr.Discard())
+	obj := types.NamespacedName{Namespace: "ns", Name: "a"}
+	w.Ensure(obj, []workerSpec{probeSpec(obj, "p", 1, "h")})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if w.Len() != 1 {
+		t.Fatalf("%d workers declared, want 1 (declared, never launched)", w.Len())
+	}
+}

@@ -1,0 +1,244 @@
+// Package memcached tests the Memcached controller against a real
+// kube-apiserver and etcd (envtest). There is no kube-controller-manager:
+// Deployments get no pods and no status unless a test writes it, which is
+// how the status computation is driven with exact inputs.
+package memcached
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
+
+	cachev1alpha1 "github.com/runbook-dev/runbook/api/cache/v1alpha1"
+	mccontroller "github.com/runbook-dev/runbook/internal/controller/memcached"
+	"github.com/runbook-dev/runbook/test/testenv"
+)
+
+// suite is what TestMain started, shared read-only by the tests.
+type suite struct {
+	client client.Client
+	// managerClient acts as the manager's identity (no cache).
+	managerClient client.Client
+	reconciler    *mccontroller.Reconciler
+	writes        *writeCounter
+}
+
+var env suite
+
+// writeCounter counts the manager's mutating requests (create, update,
+// patch, delete) per path, to prove that a reconcile of an unchanged object
+// writes nothing.
+type writeCounter struct {
+	mu    sync.Mutex
+	paths []string
+}
+
+func (w *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if req.Method != http.MethodGet && req.Method != http.MethodHead && req.Method != http.MethodOptions {
+			w.mu.Lock()
+			w.paths = append(w.paths, req.Method+" "+req.URL.Path)
+			w.mu.Unlock()
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+// since returns the writes recorded after mark (an earlier count).
+func (w *writeCounter) since(mark int) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.paths[mark:]...)
+}
+
+func (w *writeCounter) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.paths)
+}
+
+// writesTo filters writes to paths containing fragment (e.g. a namespace).
+func writesTo(writes []string, fragment string) []string {
+	var out []string
+	for _, p := range writes {
+		if strings.Contains(p, fragment) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// `make test-unit` (-short) runs only tests that need no apiserver.
+		fmt.Println("memcached integration tests need an apiserver: not run with -short")
+		os.Exit(0)
+	}
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true), zap.Level(zapLevel())))
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(cachev1alpha1.AddToScheme(scheme))
+	utilruntime.Must(apiextensionsv1.AddToScheme(scheme))
+	te, err := startEnv(scheme)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = te.Stop() }()
+
+	// The manager runs as a user holding only the generated ClusterRole
+	// (config/rbac/role.yaml), so every test also proves the RBAC markers.
+	if err := bindManagerRole(te.Client); err != nil {
+		fmt.Fprintln(os.Stderr, "RBAC:", err)
+		return 1
+	}
+	writes := &writeCounter{}
+	mgrCfg := rest.CopyConfig(te.Config)
+	mgrCfg.Impersonate = rest.ImpersonationConfig{UserName: managerUser}
+	mgrCfg.Wrap(writes.wrap)
+	mgr, err := ctrl.NewManager(mgrCfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+		return 1
+	}
+	r := &mccontroller.Reconciler{
+		Client:                  mgr.GetClient(),
+		Recorder:                mgr.GetEventRecorder("memcached-controller"),
+		Clock:                   clock.RealClock{},
+		FieldManager:            mccontroller.DefaultFieldManager,
+		MaxConcurrentReconciles: 2,
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		fmt.Fprintln(os.Stderr, "setup:", err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	defer func() { cancel(); <-done }()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		fmt.Fprintln(os.Stderr, "cache did not sync")
+		return 1
+	}
+	managerClient, err := client.New(mgrCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	env = suite{client: te.Client, managerClient: managerClient, reconciler: r, writes: writes}
+	return m.Run()
+}
+
+// zapLevel is info, or debug with MEMCACHED_TEST_DEBUG set.
+func zapLevel() zapcore.Level {
+	if os.Getenv("MEMCACHED_TEST_DEBUG") != "" {
+		return zapcore.Level(-2)
+	}
+	return zapcore.InfoLevel
+}
+
+// startEnv is testenv.Start with only the Memcached CRD installed, so this
+// suite does not depend on the other controllers' CRDs (which may be mid-edit
+// in a shared tree).
+func startEnv(scheme *runtime.Scheme) (*testenv.Env, error) {
+	if err := testenv.RequireBinaries("kube-apiserver", "etcd", "kubectl"); err != nil {
+		return nil, err
+	}
+	e := &envtest.Environment{
+		CRDInstallOptions: envtest.CRDInstallOptions{
+			Paths:              []string{filepath.Join(testenv.RepoRoot(), "config", "crd", "bases", "cache.runbook.dev_memcacheds.yaml")},
+			ErrorIfPathMissing: true,
+		},
+		BinaryAssetsDirectory: testenv.BinDir(),
+		Scheme:                scheme,
+	}
+	cfg, err := e.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting envtest from %s: %w", testenv.BinDir(), err)
+	}
+	cfg.QPS, cfg.Burst = 500, 1000
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		_ = e.Stop()
+		return nil, fmt.Errorf("building client: %w", err)
+	}
+	return &testenv.Env{Environment: e, Config: cfg, Client: c}, nil
+}
+
+// managerUser is the identity the in-process manager impersonates.
+const managerUser = "runbook-memcached-test-manager"
+
+// bindManagerRole installs the generated manager ClusterRole and binds it to
+// managerUser.
+func bindManagerRole(c client.Client) error {
+	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "rbac", "role.yaml"))
+	if err != nil {
+		return err
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := yaml.Unmarshal(raw, role); err != nil {
+		return fmt.Errorf("parsing config/rbac/role.yaml: %w", err)
+	}
+	ctx := context.Background()
+	if err := c.Create(ctx, role); err != nil {
+		return err
+	}
+	return c.Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: managerUser},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: managerUser}},
+	})
+}
+
+// newNamespace creates a namespace for one test and deletes it afterwards.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "mc-"}}
+	if err := env.client.Create(context.Background(), ns); err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	t.Cleanup(func() { _ = env.client.Delete(context.Background(), ns) })
+	return ns.Name
+}
+
+const (
+	timeout  = 60 * time.Second
+	interval = 100 * time.Millisecond
+)
