@@ -33,130 +33,58 @@ import (
 // errCacheNotSynced is what /readyz answers until the informers have synced.
 var errCacheNotSynced = errors.New("informer caches not synced yet")
 
+// managerFlags are the manager's own flags (the controllers bind theirs in
+// registerControllers).
+type managerFlags struct {
+	controllers          string
+	metricsAddr          string
+	metricsSecure        bool
+	metricsCertPath      string
+	probeAddr            string
+	enableLeaderElection bool
+	leaderElectionNS     string
+	leaderElectionID     string
+	enableHTTP2          bool
+	shutdownTimeout      time.Duration
+	leaseDuration        time.Duration
+	renewDeadline        time.Duration
+	retryPeriod          time.Duration
+	watchNamespaces      string
+	apiQPS               float64
+	apiBurst             int
+	zap                  zap.Options
+}
+
 func main() {
-	var (
-		controllers          string
-		metricsAddr          string
-		metricsSecure        bool
-		metricsCertPath      string
-		probeAddr            string
-		enableLeaderElection bool
-		leaderElectionNS     string
-		leaderElectionID     string
-		enableHTTP2          bool
-		shutdownTimeout      time.Duration
-		leaseDuration        time.Duration
-		renewDeadline        time.Duration
-		retryPeriod          time.Duration
-		watchNamespaces      string
-	)
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-
 	// Controllers plug in here. Each registration adds its API types to the
 	// scheme and binds its own flags before flag.Parse.
 	reg := &registry.Registry{}
 	registerControllers(reg, scheme, flag.CommandLine)
-
-	flag.StringVar(&controllers, "controllers", "all",
-		"Comma-separated controllers to run ("+strings.Join(reg.Names(), ",")+"), or all.")
-	flag.StringVar(&metricsAddr, "metrics-bind-address", "0",
-		"Address the metrics endpoint binds to, e.g. :8443 (https) or :8080 (http). 0 disables it.")
-	flag.BoolVar(&metricsSecure, "metrics-secure", true,
-		"Serve metrics over HTTPS, allowing only callers the apiserver authenticates and authorizes.")
-	flag.StringVar(&metricsCertPath, "metrics-cert-path", "",
-		"Directory with tls.crt and tls.key for the metrics server; empty means a self-signed certificate.")
-	flag.StringVar(&watchNamespaces, "watch-namespaces", "",
-		"Comma-separated namespaces whose RebootPolicies and Memcacheds (and their workloads) the manager watches; "+
-			"empty watches all. NSScalers are cluster-scoped and keep selecting namespaces across the cluster.")
-	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz endpoints bind to.")
-	flag.BoolVar(&enableLeaderElection, "leader-elect", false,
-		"Elect a leader so that only one replica of the manager acts at a time.")
-	flag.StringVar(&leaderElectionNS, "leader-election-namespace", "",
-		"Namespace of the leader election Lease; required when running outside a cluster with --leader-elect.")
-	flag.StringVar(&leaderElectionID, "leader-election-id", "runbook.runbook.dev", "Name of the leader election Lease.")
-	flag.DurationVar(&leaseDuration, "leader-election-lease-duration", 15*time.Second,
-		"How long a standby waits after the leader's last renewal before taking the Lease over (the failover time after a crash).")
-	flag.DurationVar(&renewDeadline, "leader-election-renew-deadline", 10*time.Second,
-		"How long the leader keeps retrying to renew the Lease before it gives up leadership and exits; less than the lease duration.")
-	flag.DurationVar(&retryPeriod, "leader-election-retry-period", 2*time.Second,
-		"How often the leader renews and a standby tries to acquire the Lease.")
-	flag.BoolVar(&enableHTTP2, "enable-http2", false,
-		"Allow HTTP/2 for the metrics server (off by default: HTTP/2 Stream Cancellation and Rapid Reset CVEs).")
-	flag.DurationVar(&shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second,
-		"How long running reconciles and probe workers get to finish after SIGTERM.")
-	zapOpts := zap.Options{Development: false}
-	zapOpts.BindFlags(flag.CommandLine)
-	apiQPS := flag.Float64("kube-api-qps", 50,
-		"Requests per second the manager may send to the apiserver (client-side limit; client-go's default of 20 slows large parks).")
-	apiBurst := flag.Int("kube-api-burst", 100, "Burst above --kube-api-qps the manager may send to the apiserver.")
+	f := bindManagerFlags(flag.CommandLine, reg.Names())
 	flag.Parse()
 
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&f.zap)))
 	setupLog := ctrl.Log.WithName("setup")
 	if gcPercent, set := defaultGCPercent(os.Getenv); set {
 		debug.SetGCPercent(gcPercent)
 	}
-
-	selected, err := reg.Select(controllers)
+	selected, err := reg.Select(f.controllers)
 	if err != nil {
 		setupLog.Error(err, "invalid --controllers")
 		os.Exit(2)
 	}
-	cacheOpts, err := cacheOptions(watchNamespaces)
+	cacheOpts, err := cacheOptions(f.watchNamespaces)
 	if err != nil {
 		setupLog.Error(err, "invalid --watch-namespaces")
 		os.Exit(2)
 	}
-
-	var tlsOpts []func(*tls.Config)
-	if !enableHTTP2 {
-		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
-	}
-	metricsOpts := metricsserver.Options{
-		BindAddress:   metricsAddr,
-		SecureServing: metricsSecure,
-		TLSOpts:       tlsOpts,
-	}
-	if metricsSecure {
-		// Only callers allowed to GET /metrics (a TokenReview plus a
-		// SubjectAccessReview against the apiserver) may scrape.
-		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
-	}
-	var metricsCertWatcher *certwatcher.CertWatcher
-	if metricsCertPath != "" {
-		metricsCertWatcher, err = certwatcher.New(filepath.Join(metricsCertPath, "tls.crt"), filepath.Join(metricsCertPath, "tls.key"))
-		if err != nil {
-			setupLog.Error(err, "loading metrics certificate")
-			os.Exit(1)
-		}
-		metricsOpts.TLSOpts = append(metricsOpts.TLSOpts, func(c *tls.Config) { c.GetCertificate = metricsCertWatcher.GetCertificate })
-	}
-
-	restConfig := ctrl.GetConfigOrDie()
-	restConfig.QPS, restConfig.Burst = float32(*apiQPS), *apiBurst
-	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
-		Scheme:                  scheme,
-		Cache:                   cacheOpts,
-		Metrics:                 metricsOpts,
-		HealthProbeBindAddress:  probeAddr,
-		LeaderElection:          enableLeaderElection,
-		LeaderElectionID:        leaderElectionID,
-		LeaderElectionNamespace: leaderElectionNS,
-		// Give the lease up on SIGTERM so the standby takes over at once
-		// instead of waiting for the lease to expire. Safe because the
-		// process exits right after the manager stops.
-		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 &leaseDuration,
-		RenewDeadline:                 &renewDeadline,
-		RetryPeriod:                   &retryPeriod,
-		GracefulShutdownTimeout:       &shutdownTimeout,
-	})
+	mgr, err := newManager(f, scheme, cacheOpts)
 	if err != nil {
 		setupLog.Error(err, "creating manager")
 		os.Exit(1)
 	}
-
 	for _, c := range selected {
 		if err := c.Setup(mgr); err != nil {
 			setupLog.Error(err, "setting up controller", "controller", c.Name)
@@ -164,33 +92,128 @@ func main() {
 		}
 		setupLog.Info("controller enabled", "controller", c.Name)
 	}
-	if metricsCertWatcher != nil {
-		if err := mgr.Add(metricsCertWatcher); err != nil {
-			setupLog.Error(err, "adding metrics certificate watcher")
-			os.Exit(1)
-		}
-	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		setupLog.Error(err, "adding health check")
+	if err := addHealthChecks(mgr); err != nil {
+		setupLog.Error(err, "adding health checks")
 		os.Exit(1)
 	}
-	// Ready once the informer caches have synced, so a rolling update of the
-	// manager does not route traffic (or hand over leadership) too early.
-	if err := mgr.AddReadyzCheck("readyz", func(req *http.Request) error {
-		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
-			return errCacheNotSynced
-		}
-		return nil
-	}); err != nil {
-		setupLog.Error(err, "adding readiness check")
-		os.Exit(1)
-	}
-
-	setupLog.Info("starting manager", "controllers", len(selected), "leaderElection", enableLeaderElection)
+	setupLog.Info("starting manager", "controllers", len(selected), "leaderElection", f.enableLeaderElection)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		setupLog.Error(err, "manager stopped with an error")
 		os.Exit(1)
 	}
+}
+
+func bindManagerFlags(fs *flag.FlagSet, controllerNames []string) *managerFlags {
+	f := &managerFlags{zap: zap.Options{Development: false}}
+	fs.StringVar(&f.controllers, "controllers", "all",
+		"Comma-separated controllers to run ("+strings.Join(controllerNames, ",")+"), or all.")
+	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "0",
+		"Address the metrics endpoint binds to, e.g. :8443 (https) or :8080 (http). 0 disables it.")
+	fs.BoolVar(&f.metricsSecure, "metrics-secure", true,
+		"Serve metrics over HTTPS, allowing only callers the apiserver authenticates and authorizes.")
+	fs.StringVar(&f.metricsCertPath, "metrics-cert-path", "",
+		"Directory with tls.crt and tls.key for the metrics server; empty means a self-signed certificate.")
+	fs.StringVar(&f.watchNamespaces, "watch-namespaces", "",
+		"Comma-separated namespaces whose RebootPolicies and Memcacheds (and their workloads) the manager watches; "+
+			"empty watches all. NSScalers are cluster-scoped and keep selecting namespaces across the cluster.")
+	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz endpoints bind to.")
+	fs.BoolVar(&f.enableLeaderElection, "leader-elect", false,
+		"Elect a leader so that only one replica of the manager acts at a time.")
+	fs.StringVar(&f.leaderElectionNS, "leader-election-namespace", "",
+		"Namespace of the leader election Lease; required when running outside a cluster with --leader-elect.")
+	fs.StringVar(&f.leaderElectionID, "leader-election-id", "runbook.runbook.dev", "Name of the leader election Lease.")
+	fs.DurationVar(&f.leaseDuration, "leader-election-lease-duration", 15*time.Second,
+		"How long a standby waits after the leader's last renewal before taking the Lease over (the failover time after a crash).")
+	fs.DurationVar(&f.renewDeadline, "leader-election-renew-deadline", 10*time.Second,
+		"How long the leader keeps retrying to renew the Lease before it gives up leadership and exits; less than the lease duration.")
+	fs.DurationVar(&f.retryPeriod, "leader-election-retry-period", 2*time.Second,
+		"How often the leader renews and a standby tries to acquire the Lease.")
+	fs.BoolVar(&f.enableHTTP2, "enable-http2", false,
+		"Allow HTTP/2 for the metrics server (off by default: HTTP/2 Stream Cancellation and Rapid Reset CVEs).")
+	fs.DurationVar(&f.shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second,
+		"How long running reconciles and probe workers get to finish after SIGTERM.")
+	fs.Float64Var(&f.apiQPS, "kube-api-qps", 50,
+		"Requests per second the manager may send to the apiserver (client-side limit; client-go's default of 20 slows large parks).")
+	fs.IntVar(&f.apiBurst, "kube-api-burst", 100, "Burst above --kube-api-qps the manager may send to the apiserver.")
+	f.zap.BindFlags(fs)
+	return f
+}
+
+// newManager builds the manager: client rate, cache scope, metrics server,
+// health endpoints and leader election.
+func newManager(f *managerFlags, scheme *runtime.Scheme, cacheOpts cache.Options) (ctrl.Manager, error) {
+	metricsOpts, certWatcher, err := metricsOptions(f)
+	if err != nil {
+		return nil, err
+	}
+	restConfig := ctrl.GetConfigOrDie()
+	restConfig.QPS, restConfig.Burst = float32(f.apiQPS), f.apiBurst
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme:                  scheme,
+		Cache:                   cacheOpts,
+		Metrics:                 metricsOpts,
+		HealthProbeBindAddress:  f.probeAddr,
+		LeaderElection:          f.enableLeaderElection,
+		LeaderElectionID:        f.leaderElectionID,
+		LeaderElectionNamespace: f.leaderElectionNS,
+		// Give the lease up on SIGTERM so the standby takes over at once
+		// instead of waiting for the lease to expire. Safe because the
+		// process exits right after the manager stops.
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &f.leaseDuration,
+		RenewDeadline:                 &f.renewDeadline,
+		RetryPeriod:                   &f.retryPeriod,
+		GracefulShutdownTimeout:       &f.shutdownTimeout,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if certWatcher != nil {
+		if err := mgr.Add(certWatcher); err != nil {
+			return nil, fmt.Errorf("adding metrics certificate watcher: %w", err)
+		}
+	}
+	return mgr, nil
+}
+
+// metricsOptions: HTTPS with authentication and authorization unless
+// --metrics-secure=false, HTTP/2 off unless asked for, and a certificate
+// from --metrics-cert-path (watched for renewal) or a self-signed one.
+func metricsOptions(f *managerFlags) (metricsserver.Options, *certwatcher.CertWatcher, error) {
+	var tlsOpts []func(*tls.Config)
+	if !f.enableHTTP2 {
+		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
+	opts := metricsserver.Options{BindAddress: f.metricsAddr, SecureServing: f.metricsSecure, TLSOpts: tlsOpts}
+	if f.metricsSecure {
+		// Only callers allowed to GET /metrics (a TokenReview plus a
+		// SubjectAccessReview against the apiserver) may scrape.
+		opts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	if f.metricsCertPath == "" {
+		return opts, nil, nil
+	}
+	w, err := certwatcher.New(filepath.Join(f.metricsCertPath, "tls.crt"), filepath.Join(f.metricsCertPath, "tls.key"))
+	if err != nil {
+		return opts, nil, fmt.Errorf("loading metrics certificate: %w", err)
+	}
+	opts.TLSOpts = append(opts.TLSOpts, func(c *tls.Config) { c.GetCertificate = w.GetCertificate })
+	return opts, w, nil
+}
+
+// addHealthChecks: /healthz answers while the process runs; /readyz once
+// the informer caches have synced, so a rolling update of the manager does
+// not route traffic (or hand over leadership) too early.
+func addHealthChecks(mgr ctrl.Manager) error {
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	return mgr.AddReadyzCheck("readyz", func(req *http.Request) error {
+		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
+			return errCacheNotSynced
+		}
+		return nil
+	})
 }
 
 // cacheOptions restricts the manager's cache to the given namespaces (all

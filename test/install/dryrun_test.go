@@ -28,7 +28,7 @@ func startAPIServer(t *testing.T) *apiserver {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	env, err := testenv.Start(scheme)
+	env, err := testenv.Start(testenv.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,17 +17,39 @@ type Env struct {
 	Client client.Client
 }
 
-// Start brings up kube-apiserver and etcd with every CRD under
-// config/crd/bases installed and returns a client built on scheme.
-func Start(scheme *runtime.Scheme) (*Env, error) {
+// Options say what a suite's control plane holds.
+type Options struct {
+	// Scheme of the returned client (and of the CRD installation).
+	Scheme *runtime.Scheme
+	// CRDs are file names under config/crd/bases to install; empty means
+	// all of them. A suite names its own, so it does not depend on another
+	// controller's CRD.
+	CRDs []string
+	// ExtraCRDPaths are further CRD files or directories (test fixtures
+	// such as prometheus-operator's ServiceMonitor).
+	ExtraCRDPaths []string
+}
+
+// Start brings up kube-apiserver and etcd with the CRDs of opts and returns
+// a client built on opts.Scheme. Every envtest suite starts this way.
+func Start(opts Options) (*Env, error) {
 	if err := RequireBinaries("kube-apiserver", "etcd", "kubectl"); err != nil {
 		return nil, err
 	}
+	paths := []string{filepath.Join(RepoRoot(), "config", "crd", "bases")}
+	if len(opts.CRDs) > 0 {
+		paths = paths[:0]
+		for _, f := range opts.CRDs {
+			paths = append(paths, filepath.Join(RepoRoot(), "config", "crd", "bases", f))
+		}
+	}
 	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
+		CRDInstallOptions: envtest.CRDInstallOptions{
+			Paths:              append(paths, opts.ExtraCRDPaths...),
+			ErrorIfPathMissing: true,
+		},
 		BinaryAssetsDirectory: BinDir(),
-		Scheme:                scheme,
+		Scheme:                opts.Scheme,
 	}
 	cfg, err := env.Start()
 	if err != nil {
@@ -36,7 +58,7 @@ func Start(scheme *runtime.Scheme) (*Env, error) {
 	// Tests create many objects quickly; client-go's default client-side
 	// rate limit (QPS 5) would make them slow, not more realistic.
 	cfg.QPS, cfg.Burst = 500, 1000
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := client.New(cfg, client.Options{Scheme: opts.Scheme})
 	if err != nil {
 		_ = env.Stop()
 		return nil, fmt.Errorf("building client: %w", err)

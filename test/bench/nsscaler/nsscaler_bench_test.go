@@ -61,7 +61,7 @@ func runOnce(b *testing.B) {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(scalingv1alpha1.AddToScheme(scheme))
-	env, err := testenv.Start(scheme)
+	env, err := testenv.Start(testenv.Options{Scheme: scheme})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -74,7 +74,7 @@ func TestMain(m *testing.M) {
 		logs = os.Stderr
 	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(logs), zap.Level(zapcore.DebugLevel)))
-	e, err := testenv.Start(scheme)
+	e, err := testenv.Start(testenv.Options{Scheme: scheme})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

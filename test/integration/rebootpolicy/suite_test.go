@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,7 +25,6 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"time"
@@ -61,14 +59,14 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
+	testenv.RunSuite(m, "an apiserver (envtest) and the machine's MariaDB and PostgreSQL", run)
 }
 
 func run(m *testing.M) int {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(autorebootv1alpha1.AddToScheme(scheme))
-	e, err := startEnvtest(scheme)
+	e, err := testenv.Start(testenv.Options{Scheme: scheme, CRDs: []string{"autoreboot.runbook.dev_rebootpolicies.yaml"}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting envtest:", err)
 		return 1
@@ -131,31 +129,6 @@ func run(m *testing.M) int {
 	return code
 }
 
-// startEnvtest is testenv.Start with only this package's CRD installed, so
-// the suite does not depend on the other groups' CRDs.
-func startEnvtest(scheme *runtime.Scheme) (*testenv.Env, error) {
-	if err := testenv.RequireBinaries("kube-apiserver", "etcd"); err != nil {
-		return nil, err
-	}
-	e := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(testenv.RepoRoot(), "config", "crd", "bases", "autoreboot.runbook.dev_rebootpolicies.yaml")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: testenv.BinDir(),
-		Scheme:                scheme,
-	}
-	cfg, err := e.Start()
-	if err != nil {
-		return nil, fmt.Errorf("starting envtest: %w", err)
-	}
-	cfg.QPS, cfg.Burst = 500, 1000
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		_ = e.Stop()
-		return nil, err
-	}
-	return &testenv.Env{Environment: e, Config: cfg, Client: c}, nil
-}
-
 func suffix() string {
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
@@ -163,13 +136,7 @@ func suffix() string {
 }
 
 func createNamespace(t *testing.T, prefix string) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: prefix + "-" + suffix()}}
-	if err := k8s.Create(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = k8s.Delete(context.Background(), ns) })
-	return ns.Name
+	return testenv.CreateNamespace(t, k8s, prefix)
 }
 
 var podTemplate = corev1.PodTemplateSpec{

@@ -7,13 +7,38 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 
 	rebootpolicy "github.com/runbook-dev/runbook/internal/controller/rebootpolicy"
 	"github.com/runbook-dev/runbook/internal/fingerprint"
 	"github.com/runbook-dev/runbook/internal/netpolicy"
+	"github.com/runbook-dev/runbook/internal/registry"
 	"github.com/runbook-dev/runbook/internal/sqlguard"
 )
+
+// registerRebootPolicy: RebootPolicies (autoreboot.runbook.dev) restart
+// workloads on triggers, see docs/rebootpolicy.md.
+func registerRebootPolicy(reg *registry.Registry, scheme *runtime.Scheme, fs *flag.FlagSet, shared sharedFlags) {
+	utilruntime.Must(autorebootv1alpha1.AddToScheme(scheme))
+	flags := bindRebootPolicyFlags(fs)
+	reg.Add("rebootpolicy", func(mgr ctrl.Manager) error {
+		opts, err := flags.options(*shared.operatorNamespace)
+		if err != nil {
+			return err
+		}
+		if err := opts.Metrics.Register(crmetrics.Registry); err != nil {
+			return err
+		}
+		_, err = rebootpolicy.Setup(mgr, opts)
+		return err
+	})
+}
 
 // rebootPolicyFlags are the admin's settings of the RebootPolicy
 // controller: what tenants' probes may reach and how much they may cost.
