@@ -70,8 +70,9 @@ test: manifests generate k8s-binaries $(KUSTOMIZE) $(HELM) ## Unit, integration 
 	go test $(GO_TEST_FLAGS) $(GO_TEST_PACKAGES)
 
 .PHONY: test-unit
-test-unit: ## Only tests that need no apiserver.
-	go test -count=1 -short ./...
+test-unit: ## Only tests that need no apiserver or cluster; says which suites and tests it skipped.
+	go test -count=1 -short -v ./... | grep -E '^(ok|FAIL|--- FAIL|--- SKIP|SKIP|panic)'
+
 
 .PHONY: bench
 bench: manifests k8s-binaries ## Benchmarks on the local control plane (speed and memory targets).

@@ -55,6 +55,7 @@ type rebootPolicyFlags struct {
 	sqlMaxRowBytes  *int
 	sqlMaxResult    *int
 	fingerprintKey  *string
+	workers         *int
 }
 
 func bindRebootPolicyFlags(fs *flag.FlagSet) *rebootPolicyFlags {
@@ -82,6 +83,8 @@ func bindRebootPolicyFlags(fs *flag.FlagSet) *rebootPolicyFlags {
 			"Most bytes an sql trigger's whole result may have."),
 		fingerprintKey: fs.String("fingerprint-key-secret", fingerprint.DefaultSecretName,
 			"Secret in --operator-namespace holding the key of RebootPolicy fingerprints (created if missing)."),
+		workers: fs.Int("rebootpolicy-max-concurrent-reconciles", 8,
+			"RebootPolicies the rebootpolicy controller reconciles in parallel (probes run in their own workers regardless)."),
 	}
 }
 
@@ -101,10 +104,11 @@ func (f *rebootPolicyFlags) options(operatorNamespace string) (rebootpolicy.Opti
 				AllowUnixSockets: network.AllowUnixSockets,
 			},
 		},
-		Network: network,
-		Limits:  rebootpolicy.Limits{MinPeriod: *f.minPeriod, MaxPerNamespace: *f.maxPerNamespace},
-		Clock:   clock.RealClock{},
-		Metrics: rebootpolicy.NewMetrics(),
+		Network:                 network,
+		Limits:                  rebootpolicy.Limits{MinPeriod: *f.minPeriod, MaxPerNamespace: *f.maxPerNamespace},
+		Clock:                   clock.RealClock{},
+		Metrics:                 rebootpolicy.NewMetrics(),
+		MaxConcurrentReconciles: *f.workers,
 	}, nil
 }
 

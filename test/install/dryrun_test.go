@@ -23,6 +23,7 @@ type apiserver struct {
 
 func startAPIServer(t *testing.T) *apiserver {
 	t.Helper()
+	testenv.SkipUnderShort(t, "an apiserver (envtest)")
 	kubectl := kubectlBin(t)
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {

@@ -63,3 +63,13 @@ func CreateNamespace(t testing.TB, c client.Client, prefix string) string {
 	t.Cleanup(func() { _ = c.Delete(context.Background(), ns) })
 	return ns.Name
 }
+
+// SkipUnderShort skips one test that needs what (a control plane, a
+// cluster) under -short, in packages that mix such tests with others;
+// suites where every test needs it use RunSuite.
+func SkipUnderShort(t testing.TB, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("needs %s; run without -short", what)
+	}
+}

@@ -81,6 +81,15 @@ const (
 	ReasonFingerprintKeyUnavailable = "FingerprintKeyUnavailable"
 )
 
+// Event reasons, on the RebootPolicy and on its targets.
+const (
+	EventRestarted      = "Restarted"
+	EventRestartSkipped = "RestartSkipped"
+	EventRestartFailed  = "RestartFailed"
+	EventProbeFailed    = "ProbeFailed"
+	EventTriggered      = "Triggered"
+)
+
 // UsableLabel opts a Secret in: a RebootPolicy may use it as a DSN or
 // watch it only when the Secret carries this label with value "true". It
 // is set by whoever may write Secrets in the namespace, so that anyone who

@@ -241,6 +241,57 @@ const (
 	ConditionDegraded = "Degraded"
 )
 
+// Condition reasons of a Memcached. Available and Progressing describe the
+// instances; Degraded says why the controller cannot make progress on its
+// own.
+const (
+	// Available.
+	ReasonAllInstancesAvailable = "AllInstancesAvailable"
+	ReasonInstancesUnavailable  = "InstancesUnavailable"
+	// ReasonParked (Available and Progressing): size is 0.
+	ReasonParked            = "Parked"
+	ReasonDeploymentMissing = "DeploymentMissing"
+
+	// Progressing.
+	ReasonRolloutComplete          = "RolloutComplete"
+	ReasonScalingUp                = "ScalingUp"
+	ReasonScalingDown              = "ScalingDown"
+	ReasonRollingOut               = "RollingOut"
+	ReasonWaitingForReadiness      = "WaitingForReadiness"
+	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
+	// ReasonBlocked: the controller cannot apply the spec; Degraded says why.
+	ReasonBlocked = "Blocked"
+
+	// Degraded.
+	ReasonAsExpected = "AsExpected"
+	// ReasonInvalidSpec: a combination only the controller can check (the
+	// memory limit against memoryMiB and maxItemSizeKiB); nothing is applied.
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonForeignObject: an object with the Memcached's name is not
+	// controlled by it; the controller leaves it alone.
+	ReasonForeignObject  = "ForeignObject"
+	ReasonApplyFailed    = "ApplyFailed"
+	ReasonRolloutStuck   = "RolloutStuck"
+	ReasonReplicaFailure = "ReplicaFailure"
+	// ReasonServiceMonitorUnsupported: a ServiceMonitor is asked for but the
+	// cluster has no ServiceMonitor kind (prometheus-operator is not
+	// installed).
+	ReasonServiceMonitorUnsupported = "ServiceMonitorUnsupported"
+)
+
+// Event reasons, on the Memcached.
+const (
+	EventCreated        = "Created"
+	EventScaled         = "Scaled"
+	EventConfigRollout  = "ConfigRollout"
+	EventDriftCorrected = "DriftCorrected"
+	EventDeleted        = "Deleted"
+	// EventForeignObject and EventInvalidSpec are Warnings, on the
+	// transition into Degraded with the reason of the same name.
+	EventForeignObject = "ForeignObject"
+	EventInvalidSpec   = "InvalidSpec"
+)
+
 // MemcachedStatus is the observed state of a Memcached cache.
 type MemcachedStatus struct {
 	// ObservedGeneration is the generation of the spec the status describes.

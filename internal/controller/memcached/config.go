@@ -1,6 +1,7 @@
 package memcached
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -11,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	cachev1alpha1 "github.com/runbook-dev/runbook/api/cache/v1alpha1"
 )
@@ -60,89 +62,110 @@ func headroomMiB(limitMiB int64) int64 {
 // resolveSettings applies the defaults the CRD would apply (so objects built
 // in Go behave like stored ones) and the defaults that depend on other fields
 // (memory from the memory limit, PDB from the size), then validates the
-// combinations memcached itself would refuse.
+// combinations memcached itself would refuse. On an invalid spec it returns
+// what it resolved so far with the error: the size is then still known, for
+// the status of the pods that keep running.
 func resolveSettings(spec *cachev1alpha1.MemcachedSpec) (settings, error) {
-	s := settings{
-		Size:           cachev1alpha1.DefaultSize,
-		Image:          spec.Image,
-		MaxConnections: spec.MaxConnections,
-		Threads:        spec.Threads,
-		MaxItemSizeKiB: spec.MaxItemSizeKiB,
+	s := defaultSettings(spec)
+	if err := checkRanges(s); err != nil {
+		return s, err
+	}
+	if err := resolveMemory(&s, spec); err != nil {
+		return s, err
+	}
+	if err := checkExtraArgs(s.ExtraArgs); err != nil {
+		return s, err
+	}
+	resolvePDB(&s, spec.PodDisruptionBudget)
+	resolveExporter(&s, spec.Exporter)
+	return s, nil
+}
+
+// defaultSettings copies the spec's plain fields, each with the CRD's
+// default when absent.
+func defaultSettings(spec *cachev1alpha1.MemcachedSpec) settings {
+	return settings{
+		Size:           ptr.Deref(spec.Size, cachev1alpha1.DefaultSize),
+		Image:          cmp.Or(spec.Image, cachev1alpha1.DefaultImage),
+		MaxConnections: cmp.Or(spec.MaxConnections, cachev1alpha1.DefaultMaxConnections),
+		Threads:        cmp.Or(spec.Threads, cachev1alpha1.DefaultThreads),
+		MaxItemSizeKiB: cmp.Or(spec.MaxItemSizeKiB, cachev1alpha1.DefaultMaxItemSizeKiB),
 		Verbosity:      spec.Verbosity,
 		ExtraArgs:      spec.ExtraArgs,
 		PDBMaxUnavail:  intstr.FromInt32(1),
 	}
-	if spec.Size != nil {
-		s.Size = *spec.Size
-	}
-	if s.Image == "" {
-		s.Image = cachev1alpha1.DefaultImage
-	}
-	if s.MaxConnections == 0 {
-		s.MaxConnections = cachev1alpha1.DefaultMaxConnections
-	}
-	if s.Threads == 0 {
-		s.Threads = cachev1alpha1.DefaultThreads
-	}
-	if s.MaxItemSizeKiB == 0 {
-		s.MaxItemSizeKiB = cachev1alpha1.DefaultMaxItemSizeKiB
-	}
+}
+
+func checkRanges(s settings) error {
 	if s.Size < 0 || s.Size > cachev1alpha1.MaxSize {
-		return s, &invalidSpecError{fmt.Sprintf("size %d is outside 0..%d", s.Size, cachev1alpha1.MaxSize)}
+		return &invalidSpecError{fmt.Sprintf("size %d is outside 0..%d", s.Size, cachev1alpha1.MaxSize)}
 	}
 	if s.Verbosity < 0 || s.Verbosity > 3 {
-		return s, &invalidSpecError{fmt.Sprintf("verbosity %d is outside 0..3", s.Verbosity)}
+		return &invalidSpecError{fmt.Sprintf("verbosity %d is outside 0..3", s.Verbosity)}
 	}
+	return nil
+}
 
+// resolveMemory sets the item memory: memoryMiB, else derived from the
+// memory limit, else the default; and checks that memcached accepts it.
+func resolveMemory(s *settings, spec *cachev1alpha1.MemcachedSpec) error {
 	limit, hasLimit := spec.Resources.Limits[corev1.ResourceMemory]
 	limitMiB := limit.Value() / (1 << 20)
 	switch {
 	case spec.MemoryMiB != nil:
 		s.MemoryMiB = *spec.MemoryMiB
 		if hasLimit && int64(s.MemoryMiB) > limitMiB {
-			return s, &invalidSpecError{fmt.Sprintf("memoryMiB %d exceeds the memory limit of %d MiB", s.MemoryMiB, limitMiB)}
+			return &invalidSpecError{fmt.Sprintf("memoryMiB %d exceeds the memory limit of %d MiB", s.MemoryMiB, limitMiB)}
 		}
 	case hasLimit:
 		if limitMiB < int64(cachev1alpha1.MinMemoryLimitMiB) {
-			return s, &invalidSpecError{fmt.Sprintf("memory limit %s is below the minimum of %dMi", limit.String(), cachev1alpha1.MinMemoryLimitMiB)}
+			return &invalidSpecError{fmt.Sprintf("memory limit %s is below the minimum of %dMi", limit.String(), cachev1alpha1.MinMemoryLimitMiB)}
 		}
 		s.MemoryMiB = int32(limitMiB - headroomMiB(limitMiB))
 	default:
 		s.MemoryMiB = cachev1alpha1.DefaultMemoryMiB
 	}
 	if s.MemoryMiB < 1 {
-		return s, &invalidSpecError{fmt.Sprintf("memoryMiB %d must be at least 1", s.MemoryMiB)}
+		return &invalidSpecError{fmt.Sprintf("memoryMiB %d must be at least 1", s.MemoryMiB)}
 	}
 	if int64(s.MaxItemSizeKiB)*2 > int64(s.MemoryMiB)*1024 {
-		return s, &invalidSpecError{fmt.Sprintf("maxItemSizeKiB %d is more than half of the item memory (%d MiB); memcached would refuse to start", s.MaxItemSizeKiB, s.MemoryMiB)}
+		return &invalidSpecError{fmt.Sprintf("maxItemSizeKiB %d is more than half of the item memory (%d MiB); memcached would refuse to start", s.MaxItemSizeKiB, s.MemoryMiB)}
 	}
-	for _, a := range s.ExtraArgs {
+	return nil
+}
+
+func checkExtraArgs(args []string) error {
+	for _, a := range args {
 		if managedFlag.MatchString(a) {
-			return s, &invalidSpecError{fmt.Sprintf("extraArgs sets %q, a flag the controller manages; use the matching spec field", a)}
+			return &invalidSpecError{fmt.Sprintf("extraArgs sets %q, a flag the controller manages; use the matching spec field", a)}
 		}
 	}
+	return nil
+}
 
-	if pdb := spec.PodDisruptionBudget; pdb != nil && pdb.Enabled != nil {
+// resolvePDB: a PDB by default only above one instance, where
+// maxUnavailable 1 protects something.
+func resolvePDB(s *settings, pdb *cachev1alpha1.PodDisruptionBudgetSpec) {
+	s.PDBEnabled = s.Size > 1
+	if pdb != nil && pdb.Enabled != nil {
 		s.PDBEnabled = *pdb.Enabled
-	} else {
-		s.PDBEnabled = s.Size > 1
 	}
-	if pdb := spec.PodDisruptionBudget; pdb != nil && pdb.MaxUnavailable != nil {
+	if pdb != nil && pdb.MaxUnavailable != nil {
 		s.PDBMaxUnavail = *pdb.MaxUnavailable
 	}
-	if e := spec.Exporter; e != nil && e.Enabled {
-		s.Exporter = true
-		s.ExporterImage = e.Image
-		if s.ExporterImage == "" {
-			s.ExporterImage = cachev1alpha1.DefaultExporterImage
-		}
-		if sm := e.ServiceMonitor; sm != nil && sm.Enabled {
-			s.ServiceMonitor = true
-			s.ServiceMonitorInterval = sm.Interval
-			s.ServiceMonitorLabels = sm.Labels
-		}
+}
+
+func resolveExporter(s *settings, e *cachev1alpha1.ExporterSpec) {
+	if e == nil || !e.Enabled {
+		return
 	}
-	return s, nil
+	s.Exporter = true
+	s.ExporterImage = cmp.Or(e.Image, cachev1alpha1.DefaultExporterImage)
+	if sm := e.ServiceMonitor; sm != nil && sm.Enabled {
+		s.ServiceMonitor = true
+		s.ServiceMonitorInterval = sm.Interval
+		s.ServiceMonitorLabels = sm.Labels
+	}
 }
 
 // memcachedArgs is the memcached command line (without the binary) for s.

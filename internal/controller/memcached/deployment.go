@@ -3,11 +3,8 @@ package memcached
 import (
 	"context"
 	"fmt"
-	"maps"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -18,15 +15,16 @@ import (
 	cachev1alpha1 "github.com/runbook-dev/runbook/api/cache/v1alpha1"
 )
 
+// AnnotationConfigHash on the pod template identifies the memcached
+// configuration the pods run; a new value rolls the pods.
+const AnnotationConfigHash = "cache.runbook.dev/config-hash"
+
 // reconcileDeployment applies the Deployment (unless it is foreign or the
 // spec invalid) and records the live object for the status.
 func (r *Reconciler) reconcileDeployment(ctx context.Context, mc *cachev1alpha1.Memcached, s settings, apply bool, obs *observation) error {
 	key := types.NamespacedName{Namespace: mc.Namespace, Name: mc.Name}
-	dep := &appsv1.Deployment{}
-	switch err := r.Client.Get(ctx, key, dep); {
-	case apierrors.IsNotFound(err):
-		dep = nil
-	case err != nil:
+	dep, err := getLive(ctx, r.Client, key, &appsv1.Deployment{})
+	if err != nil {
 		return fmt.Errorf("reading Deployment %s: %w", key, err)
 	}
 	switch {
@@ -46,8 +44,7 @@ func (r *Reconciler) reconcileDeployment(ctx context.Context, mc *cachev1alpha1.
 }
 
 // applyDeployment applies the desired Deployment and returns the live
-// object. The events tell creation, scaling and configuration rollouts
-// apart, since each means something different to an operator.
+// object.
 func (r *Reconciler) applyDeployment(ctx context.Context, mc *cachev1alpha1.Memcached, s settings, live *appsv1.Deployment, obs *observation) (*appsv1.Deployment, error) {
 	desired, err := desiredDeployment(mc, s)
 	if err != nil {
@@ -68,126 +65,51 @@ func (r *Reconciler) applyDeployment(ctx context.Context, mc *cachev1alpha1.Memc
 	if err != nil {
 		return nil, fmt.Errorf("decoding the apply response: %w", err)
 	}
-	switch {
-	case live == nil:
+	if live == nil {
 		obs.created = append(obs.created, fmt.Sprintf("Deployment (%d instances)", s.Size))
 		return after, nil
-	case live.Spec.Replicas == nil || *live.Spec.Replicas != s.Size:
-		from := int32(1)
+	}
+	r.reportDeploymentChange(mc, s, live)
+	return after, nil
+}
+
+// reportDeploymentChange tells scaling, configuration rollouts and drift
+// corrections of an applied Deployment apart (live: before the apply),
+// since each means something different to an operator.
+func (r *Reconciler) reportDeploymentChange(mc *cachev1alpha1.Memcached, s settings, live *appsv1.Deployment) {
+	scaled := live.Spec.Replicas == nil || *live.Spec.Replicas != s.Size
+	if scaled {
+		from := int32(1) // the Deployment's default
 		if live.Spec.Replicas != nil {
 			from = *live.Spec.Replicas
 		}
-		r.event(mc, corev1.EventTypeNormal, EventScaled, "Scale", "Scaled Deployment %s from %d to %d instances", mc.Name, from, s.Size)
+		r.events().Normal(mc, nil, cachev1alpha1.EventScaled, "Scale", "Scaled Deployment %s from %d to %d instances", mc.Name, from, s.Size)
 	}
-	if oldHash := live.Spec.Template.Annotations[AnnotationConfigHash]; oldHash != configHash(s) {
-		r.event(mc, corev1.EventTypeNormal, EventConfigRollout, "Rollout",
+	switch oldHash := live.Spec.Template.Annotations[AnnotationConfigHash]; {
+	case oldHash != configHash(s):
+		r.events().Normal(mc, nil, cachev1alpha1.EventConfigRollout, "Rollout",
 			"Rolling the instances of Deployment %s to configuration %s (was %q), one at a time", mc.Name, configHash(s), oldHash)
-	} else if live.Spec.Replicas != nil && *live.Spec.Replicas == s.Size {
-		r.event(mc, corev1.EventTypeNormal, EventDriftCorrected, "Update", "Restored the fields of Deployment %s that were changed outside the controller", mc.Name)
+	case !scaled:
+		r.events().Normal(mc, nil, cachev1alpha1.EventDriftCorrected, "Update", "Restored the fields of Deployment %s that were changed outside the controller", mc.Name)
 	}
-	return after, nil
 }
 
 // desiredDeployment is the Deployment of mc as the controller applies it.
 func desiredDeployment(mc *cachev1alpha1.Memcached, s settings) (*appsv1ac.DeploymentApplyConfiguration, error) {
-	spec := &mc.Spec
-	sel := selectorLabels(mc)
-	podLabels := objectLabels(mc)
-
-	memcached := corev1ac.Container().
-		WithName(containerMemcached).
-		WithImage(s.Image).
-		WithArgs(memcachedArgs(s)...).
-		WithPorts(corev1ac.ContainerPort().WithName(cachev1alpha1.MemcachedPortName).
-			WithContainerPort(cachev1alpha1.MemcachedPort).WithProtocol(corev1.ProtocolTCP)).
-		WithLivenessProbe(corev1ac.Probe().
-			WithTCPSocket(corev1ac.TCPSocketAction().WithPort(intstr.FromString(cachev1alpha1.MemcachedPortName))).
-			WithInitialDelaySeconds(10).WithPeriodSeconds(10).WithTimeoutSeconds(2).WithFailureThreshold(3)).
-		WithReadinessProbe(corev1ac.Probe().
-			WithTCPSocket(corev1ac.TCPSocketAction().WithPort(intstr.FromString(cachev1alpha1.MemcachedPortName))).
-			WithPeriodSeconds(5).WithTimeoutSeconds(2).WithFailureThreshold(2)).
-		WithSecurityContext(restrictedContainerSecurity())
-	if spec.ImagePullPolicy != "" {
-		memcached.WithImagePullPolicy(spec.ImagePullPolicy)
-	}
-	if len(spec.Resources.Limits) > 0 || len(spec.Resources.Requests) > 0 {
-		r, err := convertInto(spec.Resources, &corev1ac.ResourceRequirementsApplyConfiguration{})
-		if err != nil {
-			return nil, fmt.Errorf("converting resources: %w", err)
-		}
-		memcached.WithResources(r)
-	}
-	containers := []*corev1ac.ContainerApplyConfiguration{memcached}
-	if s.Exporter {
-		exporter := corev1ac.Container().
-			WithName(containerExporter).
-			WithImage(s.ExporterImage).
-			WithArgs(fmt.Sprintf("--memcached.address=127.0.0.1:%d", cachev1alpha1.MemcachedPort),
-				fmt.Sprintf("--web.listen-address=:%d", cachev1alpha1.ExporterPort)).
-			WithPorts(corev1ac.ContainerPort().WithName(cachev1alpha1.ExporterPortName).
-				WithContainerPort(cachev1alpha1.ExporterPort).WithProtocol(corev1.ProtocolTCP)).
-			WithReadinessProbe(corev1ac.Probe().
-				WithTCPSocket(corev1ac.TCPSocketAction().WithPort(intstr.FromString(cachev1alpha1.ExporterPortName))).
-				WithPeriodSeconds(10).WithTimeoutSeconds(2)).
-			WithSecurityContext(restrictedContainerSecurity())
-		if spec.ImagePullPolicy != "" {
-			exporter.WithImagePullPolicy(spec.ImagePullPolicy)
-		}
-		if e := spec.Exporter; len(e.Resources.Limits) > 0 || len(e.Resources.Requests) > 0 {
-			r, err := convertInto(e.Resources, &corev1ac.ResourceRequirementsApplyConfiguration{})
-			if err != nil {
-				return nil, fmt.Errorf("converting exporter resources: %w", err)
-			}
-			exporter.WithResources(r)
-		}
-		containers = append(containers, exporter)
-	}
-
-	pod := corev1ac.PodSpec().
-		WithContainers(containers...).
-		WithAutomountServiceAccountToken(false).
-		WithEnableServiceLinks(false).
-		WithSecurityContext(corev1ac.PodSecurityContext().
-			WithRunAsNonRoot(true).
-			// 11211 is the memcache user of the official image.
-			WithRunAsUser(11211).
-			WithRunAsGroup(11211).
-			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault)))
-	if len(spec.NodeSelector) > 0 {
-		pod.WithNodeSelector(spec.NodeSelector)
-	}
-	for i := range spec.Tolerations {
-		t, err := convertInto(spec.Tolerations[i], &corev1ac.TolerationApplyConfiguration{})
-		if err != nil {
-			return nil, fmt.Errorf("converting toleration %d: %w", i, err)
-		}
-		pod.WithTolerations(t)
-	}
-	aff, err := desiredAffinity(mc, sel)
+	pod, err := desiredPodSpec(mc, s)
 	if err != nil {
 		return nil, err
 	}
-	if aff != nil {
-		pod.WithAffinity(aff)
-	}
-	for i := range spec.TopologySpreadConstraints {
-		c := spec.TopologySpreadConstraints[i].DeepCopy()
-		if c.LabelSelector == nil {
-			c.LabelSelector = &metav1.LabelSelector{MatchLabels: maps.Clone(sel)}
-		}
-		t, err := convertInto(c, &corev1ac.TopologySpreadConstraintApplyConfiguration{})
-		if err != nil {
-			return nil, fmt.Errorf("converting topology spread constraint %d: %w", i, err)
-		}
-		pod.WithTopologySpreadConstraints(t)
-	}
-	if spec.PriorityClassName != "" {
-		pod.WithPriorityClassName(spec.PriorityClassName)
-	}
+	return appsv1ac.Deployment(mc.Name, mc.Namespace).
+		WithLabels(objectLabels(mc)).
+		WithOwnerReferences(ownerReference(mc)).
+		WithSpec(desiredDeploymentSpec(mc, s, pod)), nil
+}
 
-	dspec := appsv1ac.DeploymentSpec().
+func desiredDeploymentSpec(mc *cachev1alpha1.Memcached, s settings, pod *corev1ac.PodSpecApplyConfiguration) *appsv1ac.DeploymentSpecApplyConfiguration {
+	spec := appsv1ac.DeploymentSpec().
 		WithReplicas(s.Size).
-		WithSelector(metav1ac.LabelSelector().WithMatchLabels(sel)).
+		WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(mc))).
 		// Never more than size instances, not even during a rollout: one
 		// instance at a time is replaced, each one a cold cache.
 		WithStrategy(appsv1ac.DeploymentStrategy().
@@ -196,51 +118,11 @@ func desiredDeployment(mc *cachev1alpha1.Memcached, s settings) (*appsv1ac.Deplo
 				WithMaxSurge(intstr.FromInt32(0)).
 				WithMaxUnavailable(intstr.FromInt32(1)))).
 		WithTemplate(corev1ac.PodTemplateSpec().
-			WithLabels(podLabels).
+			WithLabels(objectLabels(mc)).
 			WithAnnotations(map[string]string{AnnotationConfigHash: configHash(s)}).
 			WithSpec(pod))
-	if spec.MinReadySeconds > 0 {
-		dspec.WithMinReadySeconds(spec.MinReadySeconds)
+	if mc.Spec.MinReadySeconds > 0 {
+		spec.WithMinReadySeconds(mc.Spec.MinReadySeconds)
 	}
-	return appsv1ac.Deployment(mc.Name, mc.Namespace).
-		WithLabels(objectLabels(mc)).
-		WithOwnerReferences(ownerReference(mc)).
-		WithSpec(dspec), nil
-}
-
-// desiredAffinity merges the user's affinity with the anti-affinity preset.
-func desiredAffinity(mc *cachev1alpha1.Memcached, sel map[string]string) (*corev1ac.AffinityApplyConfiguration, error) {
-	spec := &mc.Spec
-	var aff *corev1ac.AffinityApplyConfiguration
-	if spec.Affinity != nil && (spec.Affinity.NodeAffinity != nil || spec.Affinity.PodAffinity != nil || spec.Affinity.PodAntiAffinity != nil) {
-		a, err := convertInto(spec.Affinity, &corev1ac.AffinityApplyConfiguration{})
-		if err != nil {
-			return nil, fmt.Errorf("converting affinity: %w", err)
-		}
-		aff = a
-	}
-	if spec.Affinity != nil && spec.Affinity.PodAntiAffinity != nil {
-		return aff, nil
-	}
-	preset := spec.AntiAffinity
-	if preset == "" {
-		preset = cachev1alpha1.AntiAffinitySoft
-	}
-	term := corev1ac.PodAffinityTerm().
-		WithTopologyKey(corev1.LabelHostname).
-		WithLabelSelector(metav1ac.LabelSelector().WithMatchLabels(sel))
-	switch preset {
-	case cachev1alpha1.AntiAffinitySoft:
-		if aff == nil {
-			aff = corev1ac.Affinity()
-		}
-		aff.WithPodAntiAffinity(corev1ac.PodAntiAffinity().WithPreferredDuringSchedulingIgnoredDuringExecution(
-			corev1ac.WeightedPodAffinityTerm().WithWeight(100).WithPodAffinityTerm(term)))
-	case cachev1alpha1.AntiAffinityHard:
-		if aff == nil {
-			aff = corev1ac.Affinity()
-		}
-		aff.WithPodAntiAffinity(corev1ac.PodAntiAffinity().WithRequiredDuringSchedulingIgnoredDuringExecution(term))
-	}
-	return aff, nil
+	return spec
 }

@@ -1,96 +1,53 @@
 package memcached
 
 import (
-	"encoding/json"
+	"context"
+	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/runbook-dev/runbook/api/cache/v1alpha1"
 )
 
-// Labels and annotations the controller writes.
-const (
-	labelName      = "app.kubernetes.io/name"
-	labelInstance  = "app.kubernetes.io/instance"
-	labelManagedBy = "app.kubernetes.io/managed-by"
-	labelComponent = "app.kubernetes.io/component"
-	managedByValue = "runbook"
-	nameValue      = "memcached"
+// reconcileObjects applies the Service, the Deployment, the PDB and the
+// ServiceMonitor (unless the spec is invalid, then it only observes) and
+// returns what it saw. The first apiserver error ends it.
+func (r *Reconciler) reconcileObjects(ctx context.Context, mc *cachev1alpha1.Memcached, s settings, invalid error) observation {
+	obs := observation{generation: mc.Generation, size: s.Size, invalid: invalid}
+	key := types.NamespacedName{Namespace: mc.Namespace, Name: mc.Name}
+	apply := invalid == nil
 
-	// AnnotationConfigHash on the pod template identifies the memcached
-	// configuration the pods run; a new value rolls the pods.
-	AnnotationConfigHash = "cache.runbook.dev/config-hash"
-
-	containerMemcached = "memcached"
-	containerExporter  = "exporter"
-)
-
-// selectorLabels select the pods of one Memcached: unique per object within
-// its namespace, so two caches never share pods, Service endpoints or a PDB.
-func selectorLabels(mc *cachev1alpha1.Memcached) map[string]string {
-	return map[string]string{
-		labelName:      nameValue,
-		labelInstance:  mc.Name,
-		labelManagedBy: managedByValue,
-	}
-}
-
-// objectLabels are put on every object the controller owns.
-func objectLabels(mc *cachev1alpha1.Memcached) map[string]string {
-	l := selectorLabels(mc)
-	l[labelComponent] = "cache"
-	return l
-}
-
-// selectorString is the status.selector of the scale subresource.
-func selectorString(mc *cachev1alpha1.Memcached) string {
-	return labels.SelectorFromSet(selectorLabels(mc)).String()
-}
-
-func ownerReference(mc *cachev1alpha1.Memcached) *metav1ac.OwnerReferenceApplyConfiguration {
-	return metav1ac.OwnerReference().
-		WithAPIVersion(cachev1alpha1.GroupVersion.String()).
-		WithKind("Memcached").
-		WithName(mc.Name).
-		WithUID(mc.UID).
-		WithController(true).
-		WithBlockOwnerDeletion(true)
-}
-
-// convertInto copies a typed API value into its apply configuration. Both
-// share one JSON shape, so a JSON round trip is exact.
-func convertInto[T any](in any, out *T) (*T, error) {
-	b, err := json.Marshal(in)
+	svc, err := r.reconcileService(ctx, mc, s, apply, &obs)
 	if err != nil {
-		return nil, err
+		obs.applyErr = err
+		return obs
 	}
-	if err := json.Unmarshal(b, out); err != nil {
-		return nil, err
+	if err := r.reconcileDeployment(ctx, mc, s, apply, &obs); err != nil {
+		obs.applyErr = err
+		return obs
 	}
-	return out, nil
+	if err := r.reconcilePDB(ctx, mc, s, apply, &obs); err != nil {
+		obs.applyErr = fmt.Errorf("reconciling PodDisruptionBudget %s: %w", key, err)
+		return obs
+	}
+	hadServiceMonitor := svc != nil && svc.Annotations[AnnotationServiceMonitor] == "true"
+	if err := r.reconcileServiceMonitor(ctx, mc, s, apply, hadServiceMonitor, &obs); err != nil {
+		obs.applyErr = fmt.Errorf("reconciling ServiceMonitor %s: %w", key, err)
+	}
+	return obs
 }
 
-func restrictedContainerSecurity() *corev1ac.SecurityContextApplyConfiguration {
-	return corev1ac.SecurityContext().
-		WithAllowPrivilegeEscalation(false).
-		WithReadOnlyRootFilesystem(true).
-		WithRunAsNonRoot(true).
-		WithCapabilities(corev1ac.Capabilities().WithDrop(corev1.Capability("ALL")))
-}
-
-// describeForeign names a same-named object this Memcached does not control,
-// for the Degraded condition. An object controlled by an earlier Memcached of
-// the same name (deleted and recreated) is a leftover that the garbage
-// collector removes; the controller takes over once it is gone.
-func describeForeign(kind string, obj metav1.Object, mc *cachev1alpha1.Memcached) string {
-	name := kind + " " + obj.GetNamespace() + "/" + obj.GetName()
-	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil && ref.Kind == "Memcached" && ref.Name == mc.Name &&
-		ref.APIVersion == cachev1alpha1.GroupVersion.String() {
-		return name + " (left over from a deleted Memcached of this name, awaiting garbage collection)"
+// getLive reads the object of key into obj and returns it, or nil (the
+// zero T) when there is none.
+func getLive[T client.Object](ctx context.Context, c client.Reader, key types.NamespacedName, obj T) (T, error) {
+	var none T
+	switch err := c.Get(ctx, key, obj); {
+	case apierrors.IsNotFound(err):
+		return none, nil
+	case err != nil:
+		return none, err
 	}
-	return name
+	return obj, nil
 }

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
@@ -20,37 +18,23 @@ import (
 // deletes the owned one when it is not.
 func (r *Reconciler) reconcilePDB(ctx context.Context, mc *cachev1alpha1.Memcached, s settings, apply bool, obs *observation) error {
 	key := types.NamespacedName{Namespace: mc.Namespace, Name: mc.Name}
-	pdb := &policyv1.PodDisruptionBudget{}
-	switch err := r.Client.Get(ctx, key, pdb); {
-	case apierrors.IsNotFound(err):
-		pdb = nil
-	case err != nil:
+	pdb, err := getLive(ctx, r.Client, key, &policyv1.PodDisruptionBudget{})
+	if err != nil {
 		return err
 	}
-	if pdb != nil && !metav1.IsControlledBy(pdb, mc) {
+	switch {
+	case pdb != nil && !metav1.IsControlledBy(pdb, mc):
 		if s.PDBEnabled {
 			obs.foreign = append(obs.foreign, describeForeign("PodDisruptionBudget", pdb, mc))
 		}
 		return nil
-	}
-	if !apply {
+	case !apply:
 		return nil
-	}
-	if !s.PDBEnabled {
-		if pdb == nil {
-			return nil
-		}
-		// Preconditions make sure that exactly the object that was seen
-		// as owned is deleted.
-		if err := r.Client.Delete(ctx, pdb, client.Preconditions{UID: &pdb.UID, ResourceVersion: &pdb.ResourceVersion}); client.IgnoreNotFound(err) != nil {
-			return err
-		}
-		r.event(mc, corev1.EventTypeNormal, EventDeleted, "Delete", "Deleted PodDisruptionBudget %s: it is disabled or size is at most 1", mc.Name)
-		return nil
+	case !s.PDBEnabled:
+		return r.deletePDB(ctx, mc, pdb)
 	}
 	var owned *policyv1ac.PodDisruptionBudgetApplyConfiguration
 	if pdb != nil {
-		var err error
 		if owned, err = policyv1ac.ExtractPodDisruptionBudget(pdb, r.fieldManager()); err != nil {
 			return fmt.Errorf("extracting owned fields: %w", err)
 		}
@@ -60,6 +44,19 @@ func (r *Reconciler) reconcilePDB(ctx context.Context, mc *cachev1alpha1.Memcach
 		return err
 	}
 	r.eventForApply(mc, obs, "PodDisruptionBudget", pdb == nil, applied)
+	return nil
+}
+
+// deletePDB deletes the owned PDB (nil: there is none). Preconditions make
+// sure that exactly the object that was seen as owned is deleted.
+func (r *Reconciler) deletePDB(ctx context.Context, mc *cachev1alpha1.Memcached, pdb *policyv1.PodDisruptionBudget) error {
+	if pdb == nil {
+		return nil
+	}
+	if err := r.Client.Delete(ctx, pdb, client.Preconditions{UID: &pdb.UID, ResourceVersion: &pdb.ResourceVersion}); client.IgnoreNotFound(err) != nil {
+		return err
+	}
+	r.events().Normal(mc, nil, cachev1alpha1.EventDeleted, "Delete", "Deleted PodDisruptionBudget %s: it is disabled or size is at most 1", mc.Name)
 	return nil
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -21,51 +20,53 @@ import (
 // It returns the Service as it was before the apply (nil when absent).
 func (r *Reconciler) reconcileService(ctx context.Context, mc *cachev1alpha1.Memcached, s settings, apply bool, obs *observation) (*corev1.Service, error) {
 	key := types.NamespacedName{Namespace: mc.Namespace, Name: mc.Name}
-	svc := &corev1.Service{}
-	switch err := r.Client.Get(ctx, key, svc); {
-	case apierrors.IsNotFound(err):
-		svc = nil
-	case err != nil:
+	svc, err := getLive(ctx, r.Client, key, &corev1.Service{})
+	if err != nil {
 		return nil, fmt.Errorf("reading Service %s: %w", key, err)
 	}
 	switch {
 	case svc != nil && !metav1.IsControlledBy(svc, mc):
 		obs.foreign = append(obs.foreign, describeForeign("Service", svc, mc))
 	case apply:
-		desired := desiredService(mc, s)
-		if svc != nil {
-			fixed, err := r.removeClashingPorts(ctx, svc, desired)
-			if err != nil {
-				return nil, fmt.Errorf("repairing ports of Service %s: %w", key, err)
-			}
-			if fixed {
-				r.event(mc, corev1.EventTypeNormal, EventDriftCorrected, "Update", "Removed ports of Service %s that reuse the names of its own ports", mc.Name)
-			}
+		if err := r.applyService(ctx, mc, s, svc, obs); err != nil {
+			return nil, err
 		}
-		var owned *corev1ac.ServiceApplyConfiguration
-		if svc != nil {
-			var err error
-			if owned, err = corev1ac.ExtractService(svc, r.fieldManager()); err != nil {
-				return nil, fmt.Errorf("extracting owned fields of Service %s: %w", key, err)
-			}
-		}
-		applied, err := r.applyIfChanged(ctx, desired, owned)
-		if err != nil {
-			return nil, fmt.Errorf("applying Service %s: %w", key, err)
-		}
-		r.eventForApply(mc, obs, "Service", svc == nil, applied)
 		obs.serviceName = mc.Name
 	case svc != nil:
 		obs.serviceName = mc.Name
 	}
 	if obs.serviceName != "" {
-		servers, err := readyServers(ctx, r.Client, mc.Namespace, obs.serviceName)
-		if err != nil {
+		if obs.servers, err = readyServers(ctx, r.Client, mc.Namespace, obs.serviceName); err != nil {
 			return nil, err
 		}
-		obs.servers = servers
 	}
 	return svc, nil
+}
+
+// applyService applies the desired Service over live (nil when absent),
+// first removing the ports that would make the apply fail.
+func (r *Reconciler) applyService(ctx context.Context, mc *cachev1alpha1.Memcached, s settings, live *corev1.Service, obs *observation) error {
+	key := types.NamespacedName{Namespace: mc.Namespace, Name: mc.Name}
+	desired := desiredService(mc, s)
+	var owned *corev1ac.ServiceApplyConfiguration
+	if live != nil {
+		fixed, err := r.removeClashingPorts(ctx, live, desired)
+		if err != nil {
+			return fmt.Errorf("repairing ports of Service %s: %w", key, err)
+		}
+		if fixed {
+			r.events().Normal(mc, nil, cachev1alpha1.EventDriftCorrected, "Update", "Removed ports of Service %s that reuse the names of its own ports", mc.Name)
+		}
+		if owned, err = corev1ac.ExtractService(live, r.fieldManager()); err != nil {
+			return fmt.Errorf("extracting owned fields of Service %s: %w", key, err)
+		}
+	}
+	applied, err := r.applyIfChanged(ctx, desired, owned)
+	if err != nil {
+		return fmt.Errorf("applying Service %s: %w", key, err)
+	}
+	r.eventForApply(mc, obs, "Service", live == nil, applied)
+	return nil
 }
 
 // desiredService is the headless Service that resolves to the ready

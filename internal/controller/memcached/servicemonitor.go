@@ -3,9 +3,8 @@ package memcached
 import (
 	"context"
 	"fmt"
+	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -20,9 +19,9 @@ import (
 // only when the cluster serves the kind.
 var serviceMonitorGVK = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}
 
-// ReasonServiceMonitorUnsupported: a ServiceMonitor is asked for but the
-// cluster has no ServiceMonitor CRD (prometheus-operator is not installed).
-const ReasonServiceMonitorUnsupported = "ServiceMonitorUnsupported"
+// serviceMonitorRecheck is how often a Memcached that wants a ServiceMonitor
+// the cluster cannot serve looks for the kind again.
+const serviceMonitorRecheck = 10 * time.Minute
 
 // AnnotationServiceMonitor on the owned Service records that the controller
 // manages a ServiceMonitor for it, so that disabling it deletes the
@@ -42,43 +41,50 @@ func (r *Reconciler) reconcileServiceMonitor(ctx context.Context, mc *cachev1alp
 		// Nothing wanted and nothing created before: no discovery request.
 		return nil
 	}
-	if _, err := r.Client.RESTMapper().RESTMapping(serviceMonitorGVK.GroupKind(), serviceMonitorGVK.Version); err != nil {
-		if !meta.IsNoMatchError(err) {
-			return fmt.Errorf("looking up the ServiceMonitor kind: %w", err)
-		}
-		if s.ServiceMonitor {
-			obs.serviceMonitorUnsupported = true
-		}
+	served, err := r.servesServiceMonitors()
+	if err != nil {
+		return err
+	}
+	if !served {
+		obs.serviceMonitorUnsupported = s.ServiceMonitor
 		return nil
 	}
-	live := &unstructured.Unstructured{}
-	live.SetGroupVersionKind(serviceMonitorGVK)
-	switch err := r.Client.Get(ctx, client.ObjectKeyFromObject(mc), live); {
-	case apierrors.IsNotFound(err):
-		live = nil
-	case err != nil:
+	sm := &unstructured.Unstructured{}
+	sm.SetGroupVersionKind(serviceMonitorGVK)
+	live, err := getLive(ctx, r.Client, client.ObjectKeyFromObject(mc), sm)
+	if err != nil {
 		return fmt.Errorf("reading ServiceMonitor: %w", err)
 	}
-	if live != nil && !metav1.IsControlledBy(live, mc) {
+	switch {
+	case live != nil && !metav1.IsControlledBy(live, mc):
 		if s.ServiceMonitor {
 			obs.foreign = append(obs.foreign, describeForeign("ServiceMonitor", live, mc))
 		}
 		return nil
-	}
-	if !apply {
+	case !apply:
 		return nil
+	case !s.ServiceMonitor:
+		return r.deleteServiceMonitor(ctx, mc, live)
 	}
-	if !s.ServiceMonitor {
-		if live == nil {
-			return nil
-		}
-		uid, rv := live.GetUID(), live.GetResourceVersion()
-		if err := r.Client.Delete(ctx, live, client.Preconditions{UID: &uid, ResourceVersion: &rv}); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting ServiceMonitor: %w", err)
-		}
-		r.event(mc, corev1.EventTypeNormal, EventDeleted, "Delete", "Deleted ServiceMonitor %s: it is disabled", mc.Name)
-		return nil
+	return r.applyServiceMonitor(ctx, mc, s, live, obs)
+}
+
+// servesServiceMonitors asks discovery (through the manager's RESTMapper,
+// which remembers a kind once found) whether the cluster has the kind.
+func (r *Reconciler) servesServiceMonitors() (bool, error) {
+	_, err := r.Client.RESTMapper().RESTMapping(serviceMonitorGVK.GroupKind(), serviceMonitorGVK.Version)
+	switch {
+	case meta.IsNoMatchError(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("looking up the ServiceMonitor kind: %w", err)
 	}
+	return true, nil
+}
+
+// applyServiceMonitor applies the desired ServiceMonitor unless live (nil
+// when absent) already holds every field of it.
+func (r *Reconciler) applyServiceMonitor(ctx context.Context, mc *cachev1alpha1.Memcached, s settings, live *unstructured.Unstructured, obs *observation) error {
 	desired := desiredServiceMonitor(mc, s)
 	if live != nil && isSubset(desired.Object, live.Object) {
 		return nil
@@ -90,6 +96,21 @@ func (r *Reconciler) reconcileServiceMonitor(ctx context.Context, mc *cachev1alp
 	return nil
 }
 
+// deleteServiceMonitor deletes the owned ServiceMonitor (nil: there is
+// none), exactly the one seen as owned.
+func (r *Reconciler) deleteServiceMonitor(ctx context.Context, mc *cachev1alpha1.Memcached, live *unstructured.Unstructured) error {
+	if live == nil {
+		return nil
+	}
+	uid, rv := live.GetUID(), live.GetResourceVersion()
+	if err := r.Client.Delete(ctx, live, client.Preconditions{UID: &uid, ResourceVersion: &rv}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting ServiceMonitor: %w", err)
+	}
+	r.events().Normal(mc, nil, cachev1alpha1.EventDeleted, "Delete", "Deleted ServiceMonitor %s: it is disabled", mc.Name)
+	return nil
+}
+
+// desiredServiceMonitor scrapes the exporter port of the Service's pods.
 func desiredServiceMonitor(mc *cachev1alpha1.Memcached, s settings) *unstructured.Unstructured {
 	lbls := map[string]any{}
 	for k, v := range s.ServiceMonitorLabels {

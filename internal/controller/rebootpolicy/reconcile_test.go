@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/controller/status"
 )
 
 // writeLog records the order of writes the reconciler makes.
@@ -73,7 +74,8 @@ func newReconcileFixture(t *testing.T, f *fakeProbers, objs ...client.Object) *r
 			},
 		}).Build()
 	w, fc := startWorkers(t, f)
-	r := &Reconciler{Client: c, Recorder: events.NewFakeRecorder(100), Clock: fc, Workers: w, Metrics: NewMetrics()}
+	r := &Reconciler{Client: c, Status: status.NewWriter(c, c, FieldManager), Events: status.Events{Recorder: events.NewFakeRecorder(100)},
+		Clock: fc, Workers: w, Metrics: NewMetrics()}
 	return &reconcileFixture{r: r, c: c, log: wl, fc: fc,
 		req: ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "rbp"}}}
 }
@@ -142,9 +144,8 @@ func TestFireIsPersistedBeforeTheTargetIsPatched(t *testing.T) {
 	created := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	fx := newReconcileFixture(t, f, probePolicy(), rolledOutDeployment(created))
 	fx.reconcile(t) // starts the worker
-	calls := f.callCounter("health")
 	for !fx.r.Workers.Snapshot(fx.req.NamespacedName)["health"].Unacked {
-		tick(t, fx.fc, calls)
+		tick(t, fx.fc, fx.r.Workers, fx.req.NamespacedName, "health")
 	}
 	before := len(fx.log.get())
 	fx.reconcile(t)
@@ -317,5 +318,37 @@ func TestRestartStampKeepsSubSeconds(t *testing.T) {
 	back, err := time.Parse(time.RFC3339, restartStamp(b))
 	if err != nil || !back.Equal(b) {
 		t.Fatalf("stamp %s does not parse back as RFC 3339: %v %v", restartStamp(b), back, err)
+	}
+}
+
+// The cooldown on the injected clock: a trigger within minRestartInterval
+// waits exactly the rest of it, then restarts once.
+func TestCooldownWaitsTheRestOfTheIntervalOnTheInjectedClock(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) // the fake clock's start
+	f := newFakeProbers()
+	f.setResults("health", ok)
+	dep := rolledOutDeployment(now.Add(-time.Hour))
+	lastRestart := now.Add(-20 * time.Second)
+	dep.Spec.Template.Annotations = map[string]string{autorebootv1alpha1.RestartedAtAnnotation: lastRestart.Format(time.RFC3339Nano)}
+	fx := newReconcileFixture(t, f, pendingPolicy(now.Add(-time.Second)), dep)
+	res := fx.reconcile(t)
+	if res.RequeueAfter != 40*time.Second {
+		t.Fatalf("requeue after %s, want the 40s left of the 1m cooldown", res.RequeueAfter)
+	}
+	if got := fx.deployment(t).Spec.Template.Annotations[autorebootv1alpha1.RestartedAtAnnotation]; got != lastRestart.Format(time.RFC3339Nano) {
+		t.Fatalf("restarted within the cooldown: %s", got)
+	}
+	fx.fc.Step(39 * time.Second)
+	if res := fx.reconcile(t); res.RequeueAfter != time.Second {
+		t.Fatalf("one second before the end: requeue after %s", res.RequeueAfter)
+	}
+	fx.fc.Step(time.Second)
+	fx.reconcile(t)
+	got, err := time.Parse(time.RFC3339Nano, fx.deployment(t).Spec.Template.Annotations[autorebootv1alpha1.RestartedAtAnnotation])
+	if err != nil || !got.Equal(lastRestart.Add(time.Minute)) {
+		t.Fatalf("restarted at %s (%v), want exactly when the cooldown ended, %s", got, err, lastRestart.Add(time.Minute))
+	}
+	if st := fx.rbp(t).Status; st.RestartCount != 1 {
+		t.Fatalf("restartCount = %d", st.RestartCount)
 	}
 }

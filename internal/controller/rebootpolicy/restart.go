@@ -13,9 +13,6 @@ import (
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 )
 
-// FieldManager owns the restartedAt annotation on targets.
-const FieldManager = "runbook-rebootpolicy"
-
 // progressRecheck is how soon a restart blocked by a running rollout is
 // looked at again (target watches usually come first).
 const progressRecheck = 10 * time.Second

@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -191,19 +192,21 @@ func TestSetConditions(t *testing.T) {
 		{"exec not allowed", conditionInput{targetsFound: true}, []autorebootv1alpha1.PolicyStatus{{Name: "p", LastResult: errR, Reason: autorebootv1alpha1.ReasonExecNotAllowed}}, metav1.ConditionFalse, autorebootv1alpha1.ReasonExecNotAllowed},
 		{"secret missing", conditionInput{targetsFound: true}, []autorebootv1alpha1.PolicyStatus{{Name: "p", LastResult: errR, Reason: autorebootv1alpha1.ReasonSecretNotFound}}, metav1.ConditionFalse, autorebootv1alpha1.ReasonSecretNotFound},
 		{"cooldown", conditionInput{targetsFound: true, waiting: "cooldown"}, nil, metav1.ConditionTrue, autorebootv1alpha1.ReasonRestartPending},
+		{"invalid selector wins over a missing target", conditionInput{invalidSpec: "target.selector: bad"}, nil, metav1.ConditionFalse, autorebootv1alpha1.ReasonInvalidSpec},
+		{"error without a reason", conditionInput{targetsFound: true}, []autorebootv1alpha1.PolicyStatus{{Name: "p", LastResult: errR}}, metav1.ConditionFalse, autorebootv1alpha1.ReasonProbeError},
 	}
+	t0 := time.Date(2026, 10, 25, 1, 30, 0, 0, time.UTC)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			st := &autorebootv1alpha1.RebootPolicyStatus{Policies: tc.policies}
-			setConditions(st, 1, tc.in)
-			var ready *metav1.Condition
-			for i := range st.Conditions {
-				if st.Conditions[i].Type == autorebootv1alpha1.ConditionReady {
-					ready = &st.Conditions[i]
-				}
-			}
+			setConditions(st, 1, t0, tc.in)
+			ready := meta.FindStatusCondition(st.Conditions, autorebootv1alpha1.ConditionReady)
 			if ready == nil || ready.Status != tc.wantReady || ready.Reason != tc.wantReason {
 				t.Fatalf("Ready = %+v, want %s/%s", ready, tc.wantReady, tc.wantReason)
+			}
+			// The injected clock stamps the transition, not the wall clock.
+			if !ready.LastTransitionTime.Time.Equal(t0) {
+				t.Fatalf("transition stamped %s, want %s", ready.LastTransitionTime, t0)
 			}
 			if strings.TrimSpace(ready.Message) == "" {
 				t.Fatal("empty condition message")

@@ -1,18 +1,17 @@
 package rebootpolicy
 
 import (
-	"context"
+	"cmp"
 	"fmt"
 	"sort"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/meta"
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/controller/status"
 )
 
 // ack is a fire to acknowledge once status holds it.
@@ -98,10 +97,10 @@ func (r *Reconciler) emitPolicyEvents(old, cur *autorebootv1alpha1.RebootPolicy)
 	for _, ps := range cur.Status.Policies {
 		was := prev[ps.Name]
 		if ps.LastResult == autorebootv1alpha1.ResultFailure && was.LastResult != autorebootv1alpha1.ResultFailure {
-			r.Recorder.Eventf(cur, nil, corev1.EventTypeWarning, EventProbeFailed, "Probe", "policy %s: %s", ps.Name, ps.Message)
+			r.Events.Warning(cur, nil, autorebootv1alpha1.EventProbeFailed, "Probe", "policy %s: %s", ps.Name, ps.Message)
 		}
 		if ps.PendingTrigger && !was.PendingTrigger {
-			r.Recorder.Eventf(cur, nil, corev1.EventTypeNormal, EventTriggered, "Trigger", "policy %s fired: %s", ps.Name, ps.Message)
+			r.Events.Normal(cur, nil, autorebootv1alpha1.EventTriggered, "Trigger", "policy %s fired: %s", ps.Name, ps.Message)
 		}
 	}
 }
@@ -157,39 +156,17 @@ type conditionInput struct {
 
 // setConditions derives Ready and Degraded. Degraded's reason is the most
 // important problem; Ready is its negation (or Suspended).
-func setConditions(st *autorebootv1alpha1.RebootPolicyStatus, gen int64, in conditionInput) {
-	set := func(typ string, status metav1.ConditionStatus, reason, msg string) {
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: truncate(msg, 1024), ObservedGeneration: gen})
+func setConditions(st *autorebootv1alpha1.RebootPolicyStatus, gen int64, now time.Time, in conditionInput) {
+	conds := status.NewConditions(&st.Conditions, gen, now)
+	set := func(typ string, s metav1.ConditionStatus, reason, msg string) {
+		conds.Set(typ, s, reason, truncate(msg, 1024))
 	}
 	if in.suspended {
 		set(autorebootv1alpha1.ConditionReady, metav1.ConditionFalse, autorebootv1alpha1.ReasonSuspended, "spec.suspend is true: no probing, no restarts")
 		set(autorebootv1alpha1.ConditionDegraded, metav1.ConditionFalse, autorebootv1alpha1.ReasonSuspended, "suspended")
 		return
 	}
-	reason, msg := "", ""
-	switch {
-	case in.invalidSpec != "":
-		reason, msg = autorebootv1alpha1.ReasonInvalidSpec, in.invalidSpec
-	case in.restartFailed != "":
-		reason, msg = autorebootv1alpha1.ReasonRestartFailed, in.restartFailed
-	case !in.targetsFound:
-		reason, msg = autorebootv1alpha1.ReasonTargetNotFound, "no target workload found in the namespace"
-	case len(in.paused) > 0:
-		reason, msg = autorebootv1alpha1.ReasonTargetPaused, fmt.Sprintf("Deployment %s is paused: a restart would not roll out", strings.Join(in.paused, ","))
-	case len(in.onDelete) > 0:
-		reason, msg = autorebootv1alpha1.ReasonTargetOnDelete, fmt.Sprintf("%s uses the OnDelete update strategy: a restart would not roll out", strings.Join(in.onDelete, ","))
-	default:
-		for _, ps := range st.Policies {
-			if ps.LastResult == autorebootv1alpha1.ResultError {
-				reason, msg = ps.Reason, fmt.Sprintf("policy %s: %s", ps.Name, ps.Message)
-				if reason == "" {
-					reason = autorebootv1alpha1.ReasonProbeError
-				}
-				break
-			}
-		}
-	}
-	if reason != "" {
+	if reason, msg := degradedReason(st, in); reason != "" {
 		set(autorebootv1alpha1.ConditionDegraded, metav1.ConditionTrue, reason, msg)
 		set(autorebootv1alpha1.ConditionReady, metav1.ConditionFalse, reason, msg)
 		return
@@ -206,15 +183,26 @@ func setConditions(st *autorebootv1alpha1.RebootPolicyStatus, gen int64, in cond
 	set(autorebootv1alpha1.ConditionReady, metav1.ConditionTrue, autorebootv1alpha1.ReasonReconciled, "all policies are running"+note)
 }
 
-// writeStatus patches status only when it changed.
-func (r *Reconciler) writeStatus(ctx context.Context, orig, cur *autorebootv1alpha1.RebootPolicy) error {
-	if equality.Semantic.DeepEqual(orig.Status, cur.Status) {
-		return nil
+// degradedReason is the most important problem, if any: a spec the
+// controller cannot use, a failed restart, the target, then the first
+// policy that reports an Error.
+func degradedReason(st *autorebootv1alpha1.RebootPolicyStatus, in conditionInput) (reason, msg string) {
+	switch {
+	case in.invalidSpec != "":
+		return autorebootv1alpha1.ReasonInvalidSpec, in.invalidSpec
+	case in.restartFailed != "":
+		return autorebootv1alpha1.ReasonRestartFailed, in.restartFailed
+	case !in.targetsFound:
+		return autorebootv1alpha1.ReasonTargetNotFound, "no target workload found in the namespace"
+	case len(in.paused) > 0:
+		return autorebootv1alpha1.ReasonTargetPaused, fmt.Sprintf("Deployment %s is paused: a restart would not roll out", strings.Join(in.paused, ","))
+	case len(in.onDelete) > 0:
+		return autorebootv1alpha1.ReasonTargetOnDelete, fmt.Sprintf("%s uses the OnDelete update strategy: a restart would not roll out", strings.Join(in.onDelete, ","))
 	}
-	// Optimistic lock: a status computed from a stale cached copy must not
-	// overwrite a newer one (the policies list is replaced as a whole).
-	if err := r.Client.Status().Patch(ctx, cur, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("patch status of rebootpolicy %s/%s: %w", cur.Namespace, cur.Name, err)
+	for _, ps := range st.Policies {
+		if ps.LastResult == autorebootv1alpha1.ResultError {
+			return cmp.Or(ps.Reason, autorebootv1alpha1.ReasonProbeError), fmt.Sprintf("policy %s: %s", ps.Name, ps.Message)
+		}
 	}
-	return nil
+	return "", ""
 }

@@ -7,8 +7,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -38,55 +40,52 @@ type targetInfo struct {
 // resolveTargets returns the target workloads of rbp, from the cache.
 func (r *Reconciler) resolveTargets(ctx context.Context, rbp *autorebootv1alpha1.RebootPolicy, now time.Time) ([]targetInfo, error) {
 	t := rbp.Spec.Target
-	ns := rbp.Namespace
 	if t.Name != "" {
-		obj := newTargetObject(t.Kind)
-		if obj == nil {
-			return nil, fmt.Errorf("unsupported target kind %q", t.Kind)
-		}
-		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: t.Name}, obj); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil, nil
-			}
-			return nil, fmt.Errorf("get %s %s/%s: %w", t.Kind, ns, t.Name, err)
-		}
-		return []targetInfo{inspectTarget(obj, now)}, nil
+		return r.namedTarget(ctx, rbp.Namespace, t, now)
 	}
 	sel, err := metav1.LabelSelectorAsSelector(t.Selector.LabelSelector())
 	if err != nil {
 		return nil, &invalidSpecError{msg: "target.selector: " + err.Error()}
 	}
-	opts := []client.ListOption{client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel}}
-	var out []targetInfo
-	switch t.Kind {
-	case autorebootv1alpha1.KindDeployment:
-		var l appsv1.DeploymentList
-		if err := r.Client.List(ctx, &l, opts...); err != nil {
-			return nil, fmt.Errorf("list deployments in %s: %w", ns, err)
-		}
-		for i := range l.Items {
-			out = append(out, inspectTarget(&l.Items[i], now))
-		}
-	case autorebootv1alpha1.KindStatefulSet:
-		var l appsv1.StatefulSetList
-		if err := r.Client.List(ctx, &l, opts...); err != nil {
-			return nil, fmt.Errorf("list statefulsets in %s: %w", ns, err)
-		}
-		for i := range l.Items {
-			out = append(out, inspectTarget(&l.Items[i], now))
-		}
-	case autorebootv1alpha1.KindDaemonSet:
-		var l appsv1.DaemonSetList
-		if err := r.Client.List(ctx, &l, opts...); err != nil {
-			return nil, fmt.Errorf("list daemonsets in %s: %w", ns, err)
-		}
-		for i := range l.Items {
-			out = append(out, inspectTarget(&l.Items[i], now))
-		}
-	default:
+	list := newTargetList(t.Kind)
+	if list == nil {
 		return nil, fmt.Errorf("unsupported target kind %q", t.Kind)
 	}
-	return out, nil
+	if err := r.Client.List(ctx, list, client.InNamespace(rbp.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return nil, fmt.Errorf("list %s in %s: %w", t.Kind, rbp.Namespace, err)
+	}
+	var out []targetInfo
+	err = meta.EachListItem(list, func(o runtime.Object) error {
+		out = append(out, inspectTarget(o.(client.Object), now))
+		return nil
+	})
+	return out, err
+}
+
+func (r *Reconciler) namedTarget(ctx context.Context, ns string, t autorebootv1alpha1.TargetRef, now time.Time) ([]targetInfo, error) {
+	obj := newTargetObject(t.Kind)
+	if obj == nil {
+		return nil, fmt.Errorf("unsupported target kind %q", t.Kind)
+	}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: t.Name}, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("get %s %s/%s: %w", t.Kind, ns, t.Name, err)
+	}
+	return []targetInfo{inspectTarget(obj, now)}, nil
+}
+
+func newTargetList(kind autorebootv1alpha1.TargetKind) client.ObjectList {
+	switch kind {
+	case autorebootv1alpha1.KindDeployment:
+		return &appsv1.DeploymentList{}
+	case autorebootv1alpha1.KindStatefulSet:
+		return &appsv1.StatefulSetList{}
+	case autorebootv1alpha1.KindDaemonSet:
+		return &appsv1.DaemonSetList{}
+	}
+	return nil
 }
 
 func newTargetObject(kind autorebootv1alpha1.TargetKind) client.Object {

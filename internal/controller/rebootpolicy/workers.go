@@ -41,6 +41,10 @@ type workerView struct {
 	State policyState
 	// Unacked is true when the last fire was not yet recorded in status.
 	Unacked bool
+	// Observed counts the observations the worker has fully handled
+	// (published, and the controller notified of a transition): tests wait
+	// on it rather than on the probe having started.
+	Observed uint64
 }
 
 // Workers runs one probe worker per (RebootPolicy, policy). It is a manager
@@ -261,13 +265,14 @@ type worker struct {
 	mu       sync.Mutex
 	state    *triggerState
 	ackedSeq uint64
+	observed uint64
 }
 
 func (wk *worker) view() workerView {
 	wk.mu.Lock()
 	defer wk.mu.Unlock()
 	st := wk.state.published
-	return workerView{Hash: wk.spec.Hash, State: st, Unacked: st.FireSeq > wk.ackedSeq}
+	return workerView{Hash: wk.spec.Hash, State: st, Unacked: st.FireSeq > wk.ackedSeq, Observed: wk.observed}
 }
 
 // schedule returns the period, the timeout and the initial delay of the
@@ -358,4 +363,7 @@ func (wk *worker) publish(ctx context.Context, w *Workers, o observation) {
 		wk.log.V(1).Info("policy state changed", "result", o.result, "reason", o.reason)
 		w.notify(ctx, wk.spec.Key.Object)
 	}
+	wk.mu.Lock()
+	wk.observed++
+	wk.mu.Unlock()
 }

@@ -110,13 +110,14 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // tick advances the fake clock by one period once the worker waits on its
-// timer, and waits for the probe to run.
-func tick(t *testing.T, fc *clocktesting.FakeClock, calls *atomic.Int64) {
+// timer, and waits until the worker has published the probe's result (not
+// merely started the probe).
+func tick(t *testing.T, fc *clocktesting.FakeClock, w *Workers, obj types.NamespacedName, policy string) {
 	t.Helper()
-	before := calls.Load()
+	before := w.Snapshot(obj)[policy].Observed
 	waitFor(t, "worker timer", fc.HasWaiters)
 	fc.Step(time.Second)
-	waitFor(t, "probe call", func() bool { return calls.Load() > before })
+	waitFor(t, "result published", func() bool { return w.Snapshot(obj)[policy].Observed > before })
 }
 
 func startWorkers(t *testing.T, f proberFactory) (*Workers, *clocktesting.FakeClock) {
@@ -196,9 +197,8 @@ func TestWorkerPublishesOnlyTransitions(t *testing.T) {
 	w, fc := startWorkers(t, f)
 	obj := types.NamespacedName{Namespace: "ns", Name: "x"}
 	w.Ensure(obj, []workerSpec{probeSpec(obj, "steady", 3, "h")})
-	calls := f.callCounter("steady")
 	for range 50 {
-		tick(t, fc, calls)
+		tick(t, fc, w, obj, "steady")
 	}
 	events := len(w.Events())
 	if events != 1 {
@@ -216,14 +216,13 @@ func TestWorkerFiresAtThresholdAndAck(t *testing.T) {
 	w, fc := startWorkers(t, f)
 	obj := types.NamespacedName{Namespace: "ns", Name: "x"}
 	w.Ensure(obj, []workerSpec{probeSpec(obj, "p", 3, "h")})
-	calls := f.callCounter("p")
 	for range 3 {
-		tick(t, fc, calls)
+		tick(t, fc, w, obj, "p")
 	}
 	if v := w.Snapshot(obj)["p"]; v.State.FireSeq != 0 || v.State.LastResult != fail || v.State.ConsecutiveFailures != 1 {
 		t.Fatalf("after 2 failures: %+v", v)
 	}
-	tick(t, fc, calls)
+	tick(t, fc, w, obj, "p")
 	v := w.Snapshot(obj)["p"]
 	if v.State.FireSeq != 1 || !v.Unacked || v.State.ConsecutiveFailures != 3 {
 		t.Fatalf("after 3 failures: %+v", v)
@@ -240,7 +239,7 @@ func TestWorkerFiresAtThresholdAndAck(t *testing.T) {
 		t.Fatal("ack not applied")
 	}
 	// One more failure: below the threshold again, no new fire.
-	tick(t, fc, calls)
+	tick(t, fc, w, obj, "p")
 	if v := w.Snapshot(obj)["p"]; v.State.FireSeq != 1 || v.Unacked {
 		t.Fatalf("fired again after one failure: %+v", v)
 	}

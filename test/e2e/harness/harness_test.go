@@ -29,18 +29,21 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	testenv.RunSuite(m, "a local cluster (kwok)", run)
+}
+
+func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	c, err := cluster.Start(ctx, cluster.Options{Nodes: 3, NamePrefix: "harness"})
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the e2e cluster:", err)
-		os.Exit(1)
+		return 1
 	}
+	defer c.Stop()
 	kc = c
 	client = kubernetes.NewForConfigOrDie(c.Config)
-	code := m.Run()
-	c.Stop()
-	os.Exit(code)
+	return m.Run()
 }
 
 func TestThreeReadyNodes(t *testing.T) {

@@ -6,7 +6,6 @@ package memcached
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -47,13 +46,7 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		// `make test-unit` (-short) runs only tests that need no apiserver.
-		fmt.Println("memcached end-to-end tests need a cluster: not run with -short")
-		os.Exit(0)
-	}
-	os.Exit(run(m))
+	testenv.RunSuite(m, "a local cluster (kwok and the control plane, from bin/k8s)", run)
 }
 
 func run(m *testing.M) int {
@@ -85,12 +78,13 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-// createNamespace creates a namespace that enforces the restricted Pod
-// Security Standard: the apiserver's PodSecurity admission rejects any pod of
-// the cache that is not restricted-compliant, so the tests prove it.
+// createNamespace creates a namespace with a random name that enforces the
+// restricted Pod Security Standard: the apiserver's PodSecurity admission
+// rejects any pod of the cache that is not restricted-compliant, so the
+// tests prove it.
 func createNamespace(t *testing.T, prefix string) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-", Labels: map[string]string{
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testenv.RandomName(prefix), Labels: map[string]string{
 		"pod-security.kubernetes.io/enforce": "restricted",
 		"pod-security.kubernetes.io/warn":    "restricted",
 	}}}
@@ -244,7 +238,7 @@ func TestForeignDeploymentIsLeftAlone(t *testing.T) {
 		g.Expect(cl.Get(ctx, client.ObjectKeyFromObject(mc), mc)).To(Succeed())
 		c := meta.FindStatusCondition(mc.Status.Conditions, cachev1alpha1.ConditionDegraded)
 		g.Expect(c).NotTo(BeNil())
-		g.Expect(c.Reason).To(Equal("ForeignObject"))
+		g.Expect(c.Reason).To(Equal(cachev1alpha1.ReasonForeignObject))
 	}).WithTimeout(waitLong).WithPolling(poll).Should(Succeed())
 	dep := &appsv1.Deployment{}
 	g.Expect(cl.Get(ctx, client.ObjectKeyFromObject(mc), dep)).To(Succeed())

@@ -11,7 +11,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -60,12 +59,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		fmt.Println("operations end-to-end tests need a cluster: not run with -short")
-		os.Exit(0)
-	}
-	os.Exit(run(m))
+	testenv.RunSuite(m, "a local cluster (kwok), the manager binary and MariaDB", run)
 }
 
 func run(m *testing.M) int {

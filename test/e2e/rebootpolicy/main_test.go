@@ -23,6 +23,7 @@ import (
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 	"github.com/runbook-dev/runbook/test/cluster"
+	"github.com/runbook-dev/runbook/test/testenv"
 )
 
 var (
@@ -33,7 +34,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
+	testenv.RunSuite(m, "a local cluster (kwok), the manager binary and the machine's MariaDB", run)
 }
 
 func run(m *testing.M) int {

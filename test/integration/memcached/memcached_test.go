@@ -114,10 +114,10 @@ func TestDefaultsAndOwnedObjects(t *testing.T) {
 	g.Expect(apierrors.IsNotFound(env.client.Get(ctx, key(ns, "defaults"), &policyv1.PodDisruptionBudget{}))).To(BeTrue())
 
 	// Status: no pods in envtest, so not available, and progressing.
-	mc = eventuallyCondition(t, ns, "defaults", cachev1alpha1.ConditionAvailable, metav1.ConditionFalse, mccontroller.ReasonInstancesUnavailable)
+	mc = eventuallyCondition(t, ns, "defaults", cachev1alpha1.ConditionAvailable, metav1.ConditionFalse, cachev1alpha1.ReasonInstancesUnavailable)
 	g.Expect(mc.Status.ServiceName).To(Equal("defaults"))
 	g.Expect(mc.Status.Selector).To(Equal("app.kubernetes.io/instance=defaults,app.kubernetes.io/managed-by=runbook,app.kubernetes.io/name=memcached"))
-	eventuallyCondition(t, ns, "defaults", cachev1alpha1.ConditionDegraded, metav1.ConditionFalse, mccontroller.ReasonAsExpected)
+	eventuallyCondition(t, ns, "defaults", cachev1alpha1.ConditionDegraded, metav1.ConditionFalse, cachev1alpha1.ReasonAsExpected)
 
 	// A Created event on the Memcached.
 	g.Eventually(func(g Gomega) {
@@ -129,7 +129,7 @@ func TestDefaultsAndOwnedObjects(t *testing.T) {
 				reasons = append(reasons, e.Reason)
 			}
 		}
-		g.Expect(reasons).To(ContainElement(mccontroller.EventCreated))
+		g.Expect(reasons).To(ContainElement(cachev1alpha1.EventCreated))
 	}).WithTimeout(timeout).Should(Succeed())
 }
 
@@ -205,7 +205,7 @@ func TestMemoryChecksTheCRDCannotExpress(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
 			create(t, newMemcached(ns, tt.name, tt.spec))
-			mc := eventuallyCondition(t, ns, tt.name, cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, mccontroller.ReasonInvalidSpec)
+			mc := eventuallyCondition(t, ns, tt.name, cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, cachev1alpha1.ReasonInvalidSpec)
 			g.Expect(meta.FindStatusCondition(mc.Status.Conditions, cachev1alpha1.ConditionDegraded).Message).To(ContainSubstring(tt.msg))
 			g.Expect(apierrors.IsNotFound(env.client.Get(context.Background(), key(ns, tt.name), &appsv1.Deployment{}))).To(BeTrue(), "no Deployment for an invalid spec")
 			g.Eventually(func(g Gomega) {
@@ -213,7 +213,7 @@ func TestMemoryChecksTheCRDCannotExpress(t *testing.T) {
 				g.Expect(env.client.List(context.Background(), &evs, client.InNamespace(ns))).To(Succeed())
 				found := false
 				for _, e := range evs.Items {
-					if e.Regarding.Name == tt.name && e.Reason == mccontroller.EventInvalidSpec && e.Type == corev1.EventTypeWarning {
+					if e.Regarding.Name == tt.name && e.Reason == cachev1alpha1.EventInvalidSpec && e.Type == corev1.EventTypeWarning {
 						found = true
 					}
 				}
@@ -329,8 +329,8 @@ func TestSpecChangesRollAndScale(t *testing.T) {
 		for _, e := range evs.Items {
 			reasons = append(reasons, e.Reason)
 		}
-		g.Expect(reasons).To(ContainElements(mccontroller.EventCreated, mccontroller.EventScaled,
-			mccontroller.EventConfigRollout, mccontroller.EventDeleted))
+		g.Expect(reasons).To(ContainElements(cachev1alpha1.EventCreated, cachev1alpha1.EventScaled,
+			cachev1alpha1.EventConfigRollout, cachev1alpha1.EventDeleted))
 	}).WithTimeout(timeout).Should(Succeed())
 }
 
@@ -354,9 +354,9 @@ func TestForeignObjectIsNotTouched(t *testing.T) {
 	rv := foreign.ResourceVersion
 
 	create(t, newMemcached(ns, "shared", cachev1alpha1.MemcachedSpec{Size: ptr.To[int32](5)}))
-	mc := eventuallyCondition(t, ns, "shared", cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, mccontroller.ReasonForeignObject)
+	mc := eventuallyCondition(t, ns, "shared", cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, cachev1alpha1.ReasonForeignObject)
 	g.Expect(meta.FindStatusCondition(mc.Status.Conditions, cachev1alpha1.ConditionDegraded).Message).To(ContainSubstring("Deployment " + ns + "/shared"))
-	g.Expect(meta.FindStatusCondition(mc.Status.Conditions, cachev1alpha1.ConditionAvailable).Reason).To(Equal(mccontroller.ReasonDeploymentMissing))
+	g.Expect(meta.FindStatusCondition(mc.Status.Conditions, cachev1alpha1.ConditionAvailable).Reason).To(Equal(cachev1alpha1.ReasonDeploymentMissing))
 
 	// The foreign Deployment is exactly as it was, also after more
 	// reconciles of the Memcached (a forced one here).
@@ -374,14 +374,14 @@ func TestForeignObjectIsNotTouched(t *testing.T) {
 		g.Expect(d.Spec.Replicas).To(HaveValue(Equal(int32(5))))
 		g.Expect(d.OwnerReferences).To(HaveLen(1))
 	})
-	eventuallyCondition(t, ns, "shared", cachev1alpha1.ConditionDegraded, metav1.ConditionFalse, mccontroller.ReasonAsExpected)
+	eventuallyCondition(t, ns, "shared", cachev1alpha1.ConditionDegraded, metav1.ConditionFalse, cachev1alpha1.ReasonAsExpected)
 
 	// A foreign Service is not touched either.
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "svc-taken"},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}
 	create(t, svc)
 	create(t, newMemcached(ns, "svc-taken", cachev1alpha1.MemcachedSpec{}))
-	eventuallyCondition(t, ns, "svc-taken", cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, mccontroller.ReasonForeignObject)
+	eventuallyCondition(t, ns, "svc-taken", cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, cachev1alpha1.ReasonForeignObject)
 	got2 := &corev1.Service{}
 	g.Expect(env.client.Get(ctx, key(ns, "svc-taken"), got2)).To(Succeed())
 	g.Expect(got2.ResourceVersion).To(Equal(svc.ResourceVersion))
@@ -447,14 +447,14 @@ func TestStatusFollowsDeploymentAndEndpoints(t *testing.T) {
 		},
 	}
 	create(t, slice)
-	mc := eventuallyCondition(t, ns, "st", cachev1alpha1.ConditionAvailable, metav1.ConditionTrue, mccontroller.ReasonAllInstancesAvailable)
+	mc := eventuallyCondition(t, ns, "st", cachev1alpha1.ConditionAvailable, metav1.ConditionTrue, cachev1alpha1.ReasonAllInstancesAvailable)
 	g.Eventually(func(g Gomega) {
 		g.Expect(env.client.Get(ctx, key(ns, "st"), mc)).To(Succeed())
 		g.Expect(mc.Status.Servers).To(Equal([]string{"10.1.0.1:11211", "10.1.0.2:11211"}))
 		g.Expect(mc.Status.Replicas).To(Equal(int32(2)))
 		g.Expect(mc.Status.ReadyReplicas).To(Equal(int32(2)))
 	}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
-	eventuallyCondition(t, ns, "st", cachev1alpha1.ConditionProgressing, metav1.ConditionFalse, mccontroller.ReasonRolloutComplete)
+	eventuallyCondition(t, ns, "st", cachev1alpha1.ConditionProgressing, metav1.ConditionFalse, cachev1alpha1.ReasonRolloutComplete)
 
 	// One pod becomes unready.
 	g.Expect(env.client.Get(ctx, key(ns, "st"), d)).To(Succeed())
@@ -463,7 +463,7 @@ func TestStatusFollowsDeploymentAndEndpoints(t *testing.T) {
 	patch := client.MergeFrom(slice.DeepCopy())
 	slice.Endpoints[0].Conditions.Ready = ptr.To(false)
 	g.Expect(env.client.Patch(ctx, slice, patch)).To(Succeed())
-	mc = eventuallyCondition(t, ns, "st", cachev1alpha1.ConditionAvailable, metav1.ConditionFalse, mccontroller.ReasonInstancesUnavailable)
+	mc = eventuallyCondition(t, ns, "st", cachev1alpha1.ConditionAvailable, metav1.ConditionFalse, cachev1alpha1.ReasonInstancesUnavailable)
 	g.Eventually(func(g Gomega) {
 		g.Expect(env.client.Get(ctx, key(ns, "st"), mc)).To(Succeed())
 		g.Expect(mc.Status.Servers).To(Equal([]string{"10.1.0.1:11211"}))
@@ -494,7 +494,7 @@ func TestNoWritesWhenNothingChanged(t *testing.T) {
 		Tolerations:               []corev1.Toleration{{Key: "cache", Operator: corev1.TolerationOpExists}},
 	}))
 	eventuallyDeployment(t, ns, "quiet", func(g Gomega, d *appsv1.Deployment) {})
-	eventuallyCondition(t, ns, "quiet", cachev1alpha1.ConditionDegraded, metav1.ConditionFalse, mccontroller.ReasonAsExpected)
+	eventuallyCondition(t, ns, "quiet", cachev1alpha1.ConditionDegraded, metav1.ConditionFalse, cachev1alpha1.ReasonAsExpected)
 	g.Eventually(func() error { return env.client.Get(ctx, key(ns, "quiet"), &policyv1.PodDisruptionBudget{}) }).WithTimeout(timeout).Should(Succeed())
 
 	versions := func() map[string]string {

@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	cachev1alpha1 "github.com/runbook-dev/runbook/api/cache/v1alpha1"
-	mccontroller "github.com/runbook-dev/runbook/internal/controller/memcached"
 	"github.com/runbook-dev/runbook/test/testenv"
 )
 
@@ -52,7 +51,7 @@ func TestServiceMonitorOnlyWhenTheKindExists(t *testing.T) {
 	if err := env.client.Get(ctx, client.ObjectKeyFromObject(crd), crd); apierrors.IsNotFound(err) {
 		// No prometheus-operator: the exporter runs, the condition says
 		// why there is no ServiceMonitor.
-		eventuallyCondition(t, ns, "monitored", cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, mccontroller.ReasonServiceMonitorUnsupported)
+		eventuallyCondition(t, ns, "monitored", cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, cachev1alpha1.ReasonServiceMonitorUnsupported)
 		eventuallyDeployment(t, ns, "monitored", func(g Gomega, d *appsv1.Deployment) {
 			g.Expect(d.Spec.Template.Spec.Containers).To(HaveLen(2))
 		})
@@ -94,7 +93,7 @@ func TestServiceMonitorOnlyWhenTheKindExists(t *testing.T) {
 	g.Expect(match).NotTo(BeEmpty())
 	names, _, _ := unstructured.NestedStringSlice(sm.Object, "spec", "namespaceSelector", "matchNames")
 	g.Expect(names).To(Equal([]string{ns}))
-	eventuallyCondition(t, ns, "monitored", cachev1alpha1.ConditionDegraded, metav1.ConditionFalse, mccontroller.ReasonAsExpected)
+	eventuallyCondition(t, ns, "monitored", cachev1alpha1.ConditionDegraded, metav1.ConditionFalse, cachev1alpha1.ReasonAsExpected)
 
 	// Disabling it deletes it.
 	g.Expect(env.client.Get(ctx, key(ns, "monitored"), mc)).To(Succeed())

@@ -6,7 +6,6 @@ package memcached
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -17,7 +16,6 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,10 +23,8 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
@@ -97,13 +93,7 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		// `make test-unit` (-short) runs only tests that need no apiserver.
-		fmt.Println("memcached integration tests need an apiserver: not run with -short")
-		os.Exit(0)
-	}
-	os.Exit(run(m))
+	testenv.RunSuite(m, "an apiserver (envtest, from bin/k8s)", run)
 }
 
 func run(m *testing.M) int {
@@ -112,7 +102,10 @@ func run(m *testing.M) int {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(cachev1alpha1.AddToScheme(scheme))
 	utilruntime.Must(apiextensionsv1.AddToScheme(scheme))
-	te, err := startEnv(scheme)
+	// Only the Memcached CRD: this suite does not depend on the other
+	// controllers' CRDs. The ServiceMonitor CRD is installed by the test that
+	// needs it, once it has seen the cluster without it.
+	te, err := testenv.Start(testenv.Options{Scheme: scheme, CRDs: []string{"cache.runbook.dev_memcacheds.yaml"}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -138,14 +131,8 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		return 1
 	}
-	r := &mccontroller.Reconciler{
-		Client:                  mgr.GetClient(),
-		Recorder:                mgr.GetEventRecorder("memcached-controller"),
-		Clock:                   clock.RealClock{},
-		FieldManager:            mccontroller.DefaultFieldManager,
-		MaxConcurrentReconciles: 2,
-	}
-	if err := r.SetupWithManager(mgr); err != nil {
+	r, err := mccontroller.Setup(mgr, mccontroller.Options{MaxConcurrentReconciles: 2})
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "setup:", err)
 		return 1
 	}
@@ -174,34 +161,6 @@ func zapLevel() zapcore.Level {
 	return zapcore.InfoLevel
 }
 
-// startEnv is testenv.Start with only the Memcached CRD installed, so this
-// suite does not depend on the other controllers' CRDs (which may be mid-edit
-// in a shared tree).
-func startEnv(scheme *runtime.Scheme) (*testenv.Env, error) {
-	if err := testenv.RequireBinaries("kube-apiserver", "etcd", "kubectl"); err != nil {
-		return nil, err
-	}
-	e := &envtest.Environment{
-		CRDInstallOptions: envtest.CRDInstallOptions{
-			Paths:              []string{filepath.Join(testenv.RepoRoot(), "config", "crd", "bases", "cache.runbook.dev_memcacheds.yaml")},
-			ErrorIfPathMissing: true,
-		},
-		BinaryAssetsDirectory: testenv.BinDir(),
-		Scheme:                scheme,
-	}
-	cfg, err := e.Start()
-	if err != nil {
-		return nil, fmt.Errorf("starting envtest from %s: %w", testenv.BinDir(), err)
-	}
-	cfg.QPS, cfg.Burst = 500, 1000
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		_ = e.Stop()
-		return nil, fmt.Errorf("building client: %w", err)
-	}
-	return &testenv.Env{Environment: e, Config: cfg, Client: c}, nil
-}
-
 // managerUser is the identity the in-process manager impersonates.
 const managerUser = "runbook-memcached-test-manager"
 
@@ -227,15 +186,11 @@ func bindManagerRole(c client.Client) error {
 	})
 }
 
-// newNamespace creates a namespace for one test and deletes it afterwards.
+// newNamespace creates a namespace with a random name for one test and
+// deletes it afterwards.
 func newNamespace(t *testing.T) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "mc-"}}
-	if err := env.client.Create(context.Background(), ns); err != nil {
-		t.Fatalf("creating namespace: %v", err)
-	}
-	t.Cleanup(func() { _ = env.client.Delete(context.Background(), ns) })
-	return ns.Name
+	return testenv.CreateNamespace(t, env.client, "mc")
 }
 
 const (

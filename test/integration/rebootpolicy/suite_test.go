@@ -109,7 +109,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	// No --exec-probe-dir: exec probes must be refused.
-	workers, err = rbpcontroller.Setup(mgr, rbpcontroller.Options{
+	r, err := rbpcontroller.Setup(mgr, rbpcontroller.Options{
 		Probes:  rbpcontroller.ProbeSettings{OperatorNamespace: operatorNamespace},
 		Network: netpolicy.Settings{Allow: allow},
 		Limits:  rbpcontroller.Limits{MinPeriod: time.Second, MaxPerNamespace: maxPerNamespace},
@@ -120,6 +120,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "setup:", err)
 		return 1
 	}
+	workers = r.Workers
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()

@@ -1,0 +1,386 @@
+// Package rebootpolicy is the RebootPolicy controller: per-policy probe
+// workers turn probes, SQL results and watched objects into triggers, and
+// the reconciler restarts the target like `kubectl rollout restart`.
+package rebootpolicy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/controller/status"
+	"github.com/runbook-dev/runbook/internal/fingerprint"
+	"github.com/runbook-dev/runbook/internal/netpolicy"
+)
+
+// Name names the controller, its flags, logs and event reporter.
+const Name = "rebootpolicy"
+
+// FieldManager owns the restart annotations on targets and the status
+// (status.FieldOwner(Name); a constant so that it can never change).
+const FieldManager = "runbook-" + Name
+
+// defaultMinRestartInterval applies when spec.minRestartInterval is unset
+// (the CRD default normally fills it in).
+const defaultMinRestartInterval = time.Minute
+
+// staleRetry is how soon a reconcile that met a stale copy runs again.
+const staleRetry = time.Second
+
+// errStaleCache: the target changed since the decision; nothing was written.
+var errStaleCache = errors.New("target changed since it was read")
+
+// blockedRecheck is how often a policy refused with ExecNotAllowed is
+// checked again (the admin may add the script).
+const blockedRecheck = time.Minute
+
+// Reconciler reconciles RebootPolicies. Setup builds it; every dependency
+// is a field.
+type Reconciler struct {
+	// Client reads RebootPolicies and targets from the cache and writes.
+	Client  client.Client
+	Status  *status.Writer
+	Events  status.Events
+	Clock   clock.Clock
+	Workers *Workers
+	Metrics *Metrics
+	// ExecProbeDir mirrors ProbeSettings.ExecProbeDir, to refuse exec
+	// probes up front with an ExecNotAllowed condition.
+	ExecProbeDir string
+	// Limits bound what one namespace's policies may run.
+	Limits Limits
+	// MaxConcurrentReconciles is how many RebootPolicies are reconciled at
+	// once (default 8).
+	MaxConcurrentReconciles int
+}
+
+// +kubebuilder:rbac:groups=autoreboot.runbook.dev,resources=rebootpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=autoreboot.runbook.dev,resources=rebootpolicies/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// The network policy's live lookups (internal/netpolicy): Service CIDRs,
+// Services and pods by IP, the apiserver's EndpointSlices.
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=servicecidrs,verbs=list
+// +kubebuilder:rbac:groups="",resources=services;pods,verbs=list
+// +kubebuilder:rbac:groups="",resources=services,verbs=get
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=list
+
+// Reconcile runs four phases: sync the workers (and copy their published
+// transitions into status), observe the targets, persist a fresh fire, and
+// restart for a pending trigger. One rule holds them together: a fire is
+// persisted in status before any target is patched for it, so a leader
+// that dies in between leaves a successor that neither fires again nor
+// forgets the restart (the restart id on the target tells it the patch
+// went through).
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	p, err := r.begin(ctx, req.NamespacedName)
+	if p == nil || err != nil {
+		return ctrl.Result{}, err
+	}
+	if p.rbp.Spec.Suspend {
+		return r.suspend(ctx, p)
+	}
+	if err := r.syncWorkers(ctx, p); err != nil {
+		return ctrl.Result{}, err
+	}
+	if done, err := r.observeTargets(ctx, p); done || err != nil {
+		if err == nil {
+			return r.persist(ctx, p)
+		}
+		return ctrl.Result{}, err
+	}
+	if res, err := r.persistFire(ctx, p); err != nil || res.RequeueAfter > 0 {
+		return res, err
+	}
+	return r.restartPending(ctx, p)
+}
+
+// pass is the state of one reconcile.
+type pass struct {
+	rbp *autorebootv1alpha1.RebootPolicy
+	// persisted is rbp as last read or written: what status patches are
+	// computed against.
+	persisted *autorebootv1alpha1.RebootPolicy
+	now       time.Time
+	// acks are worker fires merged into rbp but not yet in the persisted
+	// status.
+	acks []ack
+	// fresh: a worker fired since the last persisted status.
+	fresh   bool
+	refused map[string]refusal
+	targets []targetInfo
+	in      conditionInput
+	// pending: a trigger waits; decision says what to do about it.
+	pending     bool
+	triggeredAt time.Time
+	decision    restartDecision
+}
+
+// begin reads the RebootPolicy (fresh if the cache may predate the
+// controller's own last write) and prepares its status; nil when it is
+// gone or going.
+func (r *Reconciler) begin(ctx context.Context, nn types.NamespacedName) (*pass, error) {
+	var rbp autorebootv1alpha1.RebootPolicy
+	err := r.Client.Get(ctx, nn, &rbp)
+	if err == nil {
+		err = r.Status.Refresh(ctx, &rbp)
+	}
+	if apierrors.IsNotFound(err) || (err == nil && !rbp.DeletionTimestamp.IsZero()) {
+		r.Workers.Remove(nn)
+		r.Status.Forget(nn)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get rebootpolicy %s: %w", nn, err)
+	}
+	p := &pass{rbp: &rbp, persisted: rbp.DeepCopy(), now: r.Clock.Now()}
+	rbp.Status.ObservedGeneration = rbp.Generation
+	rbp.Status.Policies = alignPolicyStatuses(rbp.Spec.Policies, rbp.Status.Policies)
+	return p, nil
+}
+
+// suspend stops the workers and forgets baselines and pending triggers.
+func (r *Reconciler) suspend(ctx context.Context, p *pass) (ctrl.Result, error) {
+	r.Workers.Remove(client.ObjectKeyFromObject(p.rbp))
+	suspendPolicyStatuses(p.rbp.Status.Policies)
+	p.setConditions(conditionInput{suspended: true})
+	return r.persist(ctx, p)
+}
+
+// syncWorkers makes the workers match the spec and copies what they
+// published into status.
+func (r *Reconciler) syncWorkers(ctx context.Context, p *pass) error {
+	specs, refused, err := r.workerSpecs(ctx, p.rbp)
+	if err != nil {
+		return err
+	}
+	nn := client.ObjectKeyFromObject(p.rbp)
+	r.Workers.Ensure(nn, specs)
+	p.refused = refused
+	p.acks = r.mergeWorkerStates(p.rbp, r.Workers.Snapshot(nn), refused)
+	p.fresh = len(p.acks) > 0
+	r.emitPolicyEvents(p.persisted, p.rbp)
+	return nil
+}
+
+// observeTargets reads the targets and decides about a pending trigger.
+// done: the spec cannot be used (InvalidSpec is set); only a spec change
+// helps, so nothing else happens.
+func (r *Reconciler) observeTargets(ctx context.Context, p *pass) (done bool, err error) {
+	targets, err := r.resolveTargets(ctx, p.rbp, p.now)
+	var invalid *invalidSpecError
+	if errors.As(err, &invalid) {
+		p.setConditions(conditionInput{invalidSpec: invalid.msg})
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	p.targets, p.in = targets, targetConditions(targets)
+	var at metav1.Time
+	if at, p.pending = pendingSince(p.rbp.Status.Policies); p.pending {
+		p.triggeredAt = at.Time
+		p.decision = decideRestart(targets, restartID(p.rbp), p.triggeredAt, p.now, minRestartInterval(p.rbp))
+		p.in.waiting = p.decision.waitReason
+	}
+	p.setConditions(p.in)
+	return false, nil
+}
+
+// persistFire writes a fresh fire to status before any target is patched
+// for it (see Reconcile).
+func (r *Reconciler) persistFire(ctx context.Context, p *pass) (ctrl.Result, error) {
+	if !p.fresh || len(p.decision.restart) == 0 {
+		return ctrl.Result{}, nil
+	}
+	return r.persist(ctx, p)
+}
+
+// restartPending carries out the decision about a pending trigger and
+// writes the outcome.
+func (r *Reconciler) restartPending(ctx context.Context, p *pass) (ctrl.Result, error) {
+	logger := log.FromContext(ctx)
+	var result ctrl.Result
+	var recognised []string
+	var restartErr error
+	if p.pending {
+		result, recognised, restartErr = r.handlePending(ctx, p)
+		if errors.Is(restartErr, errStaleCache) {
+			// Nothing was changed; decide again on fresh data.
+			logger.V(1).Info("target changed since it was read, reconciling again")
+			return result, nil
+		}
+		p.setConditions(p.in)
+	}
+	if res, err := r.persist(ctx, p); err != nil || res.RequeueAfter > 0 {
+		return res, err
+	}
+	if len(recognised) > 0 {
+		// Logged once recorded: a reconcile on a stale copy comes to the
+		// same conclusion but its status write is refused.
+		logger.Info("restart for this trigger already done, recorded it", "targets", recognised)
+	}
+	if restartErr != nil {
+		logger.Error(restartErr, "restart failed")
+		return ctrl.Result{}, restartErr
+	}
+	if execRefused(p.refused) && (result.RequeueAfter == 0 || result.RequeueAfter > blockedRecheck) {
+		// Nothing watches the script directory: look again later.
+		result.RequeueAfter = blockedRecheck
+	}
+	return result, nil
+}
+
+// persist writes status when it changed, then acknowledges the fires it
+// holds. A conflict means the copy was stale: the fires stay
+// unacknowledged and are merged into a fresh copy on the retry.
+func (r *Reconciler) persist(ctx context.Context, p *pass) (ctrl.Result, error) {
+	if _, err := r.Status.Patch(ctx, p.persisted, p.rbp); err != nil {
+		if apierrors.IsConflict(err) {
+			log.FromContext(ctx).V(1).Info("status conflict, reconciling again")
+			return ctrl.Result{RequeueAfter: staleRetry}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	nn := client.ObjectKeyFromObject(p.rbp)
+	for _, a := range p.acks {
+		r.Workers.Ack(nn, a.policy, a.hash, a.seq)
+	}
+	p.acks = nil
+	p.persisted = p.rbp.DeepCopy()
+	return ctrl.Result{}, nil
+}
+
+func (p *pass) setConditions(in conditionInput) {
+	setConditions(&p.rbp.Status, p.rbp.Generation, p.now, in)
+}
+
+// targetConditions is what the conditions say about the targets.
+func targetConditions(targets []targetInfo) conditionInput {
+	in := conditionInput{targetsFound: len(targets) > 0}
+	for _, t := range targets {
+		if t.paused {
+			in.paused = append(in.paused, t.obj.GetName())
+		}
+		if t.onDelete {
+			in.onDelete = append(in.onDelete, t.obj.GetName())
+		}
+		if t.stampInFuture {
+			in.futureStamps = append(in.futureStamps, string(t.kind)+" "+t.obj.GetName())
+		}
+	}
+	return in
+}
+
+func execRefused(refused map[string]refusal) bool {
+	for _, rf := range refused {
+		if rf.reason == autorebootv1alpha1.ReasonExecNotAllowed {
+			return true
+		}
+	}
+	return false
+}
+
+// Options configure the RebootPolicy controller (built from flags in main).
+type Options struct {
+	Probes ProbeSettings
+	// Network is where probes and database connections may go (admin
+	// flags); the cluster's own addresses are looked up live.
+	Network netpolicy.Settings
+	Limits  Limits
+	Clock   clock.Clock
+	Metrics *Metrics
+	// Keys hands out the fingerprint key; nil makes Setup build one from
+	// the manager's own namespace (Probes.OperatorNamespace).
+	Keys *fingerprint.Source
+	// MaxConcurrentReconciles (default 8).
+	MaxConcurrentReconciles int
+}
+
+// Setup builds the workers and the reconciler from mgr and opts and adds
+// both to mgr.
+func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Keys == nil {
+		opts.Keys = fingerprint.NewSource(mgr.GetAPIReader(), mgr.GetClient(), opts.Probes.OperatorNamespace,
+			opts.Probes.FingerprintKeySecret, mgr.GetLogger().WithName("fingerprint-key"))
+	}
+	cluster := netpolicy.NewAPICluster(mgr.GetAPIReader(), mgr.GetConfig().Host, opts.Clock, mgr.GetLogger().WithName("netpolicy"))
+	network := netpolicy.New(opts.Network, cluster)
+	if opts.Metrics != nil {
+		network = network.WithDeniedCounter(opts.Metrics.dialsDenied)
+	}
+	workers := NewWorkers(opts.Clock, newProbers(opts.Probes, mgr.GetAPIReader(), opts.Keys, network, opts.Clock), opts.Metrics,
+		mgr.GetLogger().WithName(Name+"-workers"))
+	if err := mgr.Add(workers); err != nil {
+		return nil, fmt.Errorf("adding rebootpolicy workers: %w", err)
+	}
+	r := &Reconciler{
+		Client:                  mgr.GetClient(),
+		Status:                  status.NewWriter(mgr.GetClient(), mgr.GetAPIReader(), FieldManager),
+		Events:                  status.Events{Recorder: mgr.GetEventRecorder(status.ReporterName(Name))},
+		Clock:                   opts.Clock,
+		Workers:                 workers,
+		Metrics:                 opts.Metrics,
+		ExecProbeDir:            opts.Probes.ExecProbeDir,
+		Limits:                  opts.Limits,
+		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up rebootpolicy controller: %w", err)
+	}
+	return r, nil
+}
+
+// SetupWithManager registers the controller: RebootPolicies, their
+// targets (to notice finished rollouts) and the workers' transitions.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &autorebootv1alpha1.RebootPolicy{}, targetIndex,
+		func(o client.Object) []string { return targetIndexValue(o.(*autorebootv1alpha1.RebootPolicy)) }); err != nil {
+		return fmt.Errorf("indexing rebootpolicies by target: %w", err)
+	}
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named(Name).
+		For(&autorebootv1alpha1.RebootPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	if r.Limits.MaxPerNamespace > 0 {
+		b = b.Watches(&autorebootv1alpha1.RebootPolicy{}, handler.EnqueueRequestsFromMapFunc(r.policiesWaitingForSlots),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	}
+	return b.
+		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.policiesForTarget(autorebootv1alpha1.KindDeployment))).
+		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.policiesForTarget(autorebootv1alpha1.KindStatefulSet))).
+		Watches(&appsv1.DaemonSet{}, handler.EnqueueRequestsFromMapFunc(r.policiesForTarget(autorebootv1alpha1.KindDaemonSet))).
+		WatchesRawSource(source.Channel(r.Workers.Events(),
+			handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, nn types.NamespacedName) []reconcile.Request {
+				return []reconcile.Request{{NamespacedName: nn}}
+			}))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: positiveOr(r.MaxConcurrentReconciles, 8)}).
+		Complete(r)
+}
+
+func positiveOr(v, def int) int {
+	if v > 0 {
+		return v
+	}
+	return def
+}

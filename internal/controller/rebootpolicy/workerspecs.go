@@ -1,0 +1,85 @@
+package rebootpolicy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+)
+
+// workerSpecs computes the desired workers. Policies that may not run
+// (invalid, below the minimum period, beyond the namespace's share, an exec
+// script that is not allowed) are returned in refused and get no worker.
+func (r *Reconciler) workerSpecs(ctx context.Context, rbp *autorebootv1alpha1.RebootPolicy) ([]workerSpec, map[string]refusal, error) {
+	nn := client.ObjectKeyFromObject(rbp)
+	byName := map[string]autorebootv1alpha1.PolicyStatus{}
+	for _, ps := range rbp.Status.Policies {
+		byName[ps.Name] = ps
+	}
+	admitted, err := r.admitted(ctx, rbp)
+	if err != nil {
+		return nil, nil, err
+	}
+	refused := map[string]refusal{}
+	specs := make([]workerSpec, 0, len(rbp.Spec.Policies))
+	for _, p := range rbp.Spec.Policies {
+		if rf := r.refusal(p, admitted[p.Name]); rf != nil {
+			refused[p.Name] = *rf
+			continue
+		}
+		ps := byName[p.Name]
+		specs = append(specs, workerSpec{
+			Key:     workerKey{Object: nn, Policy: p.Name},
+			Hash:    triggerHash(nn.Namespace, p.Trigger),
+			Trigger: *p.Trigger.DeepCopy(),
+			Baseline: policyState{
+				Fingerprint: ps.Fingerprint, TriggerHash: ps.TriggerHash,
+				LastResult: ps.LastResult, Reason: ps.Reason, Message: ps.Message,
+			},
+		})
+	}
+	return specs, refused, nil
+}
+
+// refusal says why policy p may not run, or nil.
+func (r *Reconciler) refusal(p autorebootv1alpha1.Policy, admitted bool) *refusal {
+	if rf := r.Limits.specRefusal(p); rf != nil {
+		return rf
+	}
+	if !admitted {
+		rf := tooManyProbes(r.Limits.MaxPerNamespace)
+		return &rf
+	}
+	if p.Trigger.Probe != nil && p.Trigger.Probe.Exec != nil {
+		script := ""
+		if len(p.Trigger.Probe.Exec.Command) > 0 {
+			script = p.Trigger.Probe.Exec.Command[0]
+		}
+		if _, err := resolveScript(r.ExecProbeDir, script); err != nil {
+			return &refusal{autorebootv1alpha1.ReasonExecNotAllowed, err.Error()}
+		}
+	}
+	return nil
+}
+
+// triggerHash identifies a trigger spec; workers restart when it changes.
+func triggerHash(namespace string, t autorebootv1alpha1.Trigger) string {
+	b, _ := json.Marshal(struct {
+		NS string                     `json:"ns"`
+		T  autorebootv1alpha1.Trigger `json:"t"`
+	}{namespace, t})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+func minRestartInterval(rbp *autorebootv1alpha1.RebootPolicy) time.Duration {
+	if rbp.Spec.MinRestartInterval == nil {
+		return defaultMinRestartInterval
+	}
+	return rbp.Spec.MinRestartInterval.Duration
+}
