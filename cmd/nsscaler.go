@@ -20,21 +20,21 @@ func registerNSScaler(reg *registry.Registry, scheme *runtime.Scheme, fs *flag.F
 	writes := fs.Int("nsscaler-write-concurrency", 16, "Workload writes the nsscaler controller keeps in flight.")
 	qps := fs.Float64("nsscaler-write-qps", 0,
 		"Workload writes per second the nsscaler controller may send; 0: no limit but --nsscaler-write-concurrency.")
-	reg.Add("nsscaler", func(mgr ctrl.Manager) error {
+	workers := fs.Int("nsscaler-max-concurrent-reconciles", 1,
+		"NSScalers the nsscaler controller reconciles in parallel; 1 by default, since NSScalers interact through namespace ownership.")
+	reg.Add(nsscaler.Name, func(mgr ctrl.Manager) error {
 		metrics, err := nsscaler.NewMetrics(crmetrics.Registry)
 		if err != nil {
 			return err
 		}
-		return (&nsscaler.Reconciler{
-			Client:            mgr.GetClient(),
-			APIReader:         mgr.GetAPIReader(),
-			RESTMapper:        mgr.GetRESTMapper(),
-			Recorder:          mgr.GetEventRecorder(nsscaler.ControllerName),
-			Clock:             clock.RealClock{},
-			Metrics:           metrics,
-			OperatorNamespace: *shared.operatorNamespace,
-			WriteConcurrency:  *writes,
-			WriteQPS:          *qps,
-		}).SetupWithManager(mgr)
+		_, err = nsscaler.Setup(mgr, nsscaler.Options{
+			Clock:                   clock.RealClock{},
+			Metrics:                 metrics,
+			OperatorNamespace:       *shared.operatorNamespace,
+			WriteConcurrency:        *writes,
+			WriteQPS:                *qps,
+			MaxConcurrentReconciles: *workers,
+		})
+		return err
 	})
 }

@@ -125,6 +125,19 @@ const (
 	ReasonInvalidSelector   = "InvalidSelector"
 )
 
+// Event reasons of an NSScaler (events.k8s.io/v1, regarding the NSScaler,
+// related: the namespace).
+const (
+	// EventNamespaceParked (Normal): a reconcile parked workloads in a
+	// namespace.
+	EventNamespaceParked = "NamespaceParked"
+	// EventNamespaceRestored (Normal): a reconcile restored workloads in a
+	// namespace to their recorded originals.
+	EventNamespaceRestored = "NamespaceRestored"
+	// EventWorkloadsFailed (Warning): writes in a namespace failed.
+	EventWorkloadsFailed = "WorkloadsFailed"
+)
+
 // NamespaceConflict names a namespace that another NSScaler selects too.
 type NamespaceConflict struct {
 	// Namespace is the contested namespace.

@@ -1,10 +1,12 @@
 package nsscaler
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -12,14 +14,11 @@ import (
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
 )
 
-// alwaysProtected are the namespaces no NSScaler ever parks, whatever its
-// spec says. The operator's own namespace is added at construction.
-var alwaysProtected = []string{"kube-system", "kube-public", "kube-node-lease"}
-
-// ProtectedNamespaces is the set of namespaces that are never parked: the
-// system namespaces plus the operator's own (when known).
+// ProtectedNamespaces is the set of namespaces that are never parked,
+// whatever an NSScaler's spec says: the system namespaces plus the
+// operator's own (when known).
 func ProtectedNamespaces(operatorNamespace string) sets.Set[string] {
-	s := sets.New(alwaysProtected...)
+	s := sets.New(metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease)
 	if operatorNamespace != "" {
 		s.Insert(operatorNamespace)
 	}
@@ -104,22 +103,7 @@ func PlanNamespaces(self *scalingv1alpha1.NSScaler, all []scalingv1alpha1.NSScal
 	if err != nil {
 		return plan, err
 	}
-	type other struct {
-		scaler  *scalingv1alpha1.NSScaler
-		matcher namespaceMatcher
-	}
-	var others []other
-	for i := range all {
-		s := &all[i]
-		if s.Name == self.Name {
-			continue
-		}
-		m, err := newNamespaceMatcher(s.Spec)
-		if err != nil {
-			continue // selects nothing; its own status says why
-		}
-		others = append(others, other{scaler: s, matcher: m})
-	}
+	others := rivalsOf(self, all)
 	whitelist := sets.New(self.Spec.Whitelist...)
 	for _, ns := range namespaces {
 		if !selfMatcher.matches(ns.Name, ns.Labels) {
@@ -129,17 +113,7 @@ func PlanNamespaces(self *scalingv1alpha1.NSScaler, all []scalingv1alpha1.NSScal
 			plan.Protected.Insert(ns.Name)
 			continue
 		}
-		owner := self
-		contested := false
-		for _, o := range others {
-			if !o.matcher.matches(ns.Name, ns.Labels) {
-				continue
-			}
-			contested = true
-			if olderThan(o.scaler, owner) {
-				owner = o.scaler
-			}
-		}
+		owner, contested := ownerOf(self, others, ns)
 		if contested {
 			plan.Conflicts = append(plan.Conflicts, scalingv1alpha1.NamespaceConflict{Namespace: ns.Name, Owner: owner.Name})
 		}
@@ -152,8 +126,48 @@ func PlanNamespaces(self *scalingv1alpha1.NSScaler, all []scalingv1alpha1.NSScal
 			plan.Parked.Insert(ns.Name)
 		}
 	}
-	sort.Slice(plan.Conflicts, func(i, j int) bool { return plan.Conflicts[i].Namespace < plan.Conflicts[j].Namespace })
+	slices.SortFunc(plan.Conflicts, func(a, b scalingv1alpha1.NamespaceConflict) int { return cmp.Compare(a.Namespace, b.Namespace) })
 	return plan, nil
+}
+
+// rival is another NSScaler, with its matcher.
+type rival struct {
+	scaler  *scalingv1alpha1.NSScaler
+	matcher namespaceMatcher
+}
+
+// rivalsOf are the NSScalers other than self that can select anything.
+func rivalsOf(self *scalingv1alpha1.NSScaler, all []scalingv1alpha1.NSScaler) []rival {
+	var rivals []rival
+	for i := range all {
+		s := &all[i]
+		if s.Name == self.Name {
+			continue
+		}
+		m, err := newNamespaceMatcher(s.Spec)
+		if err != nil {
+			continue // selects nothing; its own status says why
+		}
+		rivals = append(rivals, rival{scaler: s, matcher: m})
+	}
+	return rivals
+}
+
+// ownerOf returns the NSScaler that acts on a namespace self selects: the
+// oldest of self and the rivals selecting it too. contested is true when a
+// rival selects it.
+func ownerOf(self *scalingv1alpha1.NSScaler, rivals []rival, ns Namespace) (owner *scalingv1alpha1.NSScaler, contested bool) {
+	owner = self
+	for _, r := range rivals {
+		if !r.matcher.matches(ns.Name, ns.Labels) {
+			continue
+		}
+		contested = true
+		if olderThan(r.scaler, owner) {
+			owner = r.scaler
+		}
+	}
+	return owner, contested
 }
 
 // Selects reports whether the NSScaler's spec selects the namespace (before

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -110,31 +111,16 @@ func inspectTarget(obj client.Object, now time.Time) targetInfo {
 	var ann map[string]string
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
-		ti.kind = autorebootv1alpha1.KindDeployment
-		ti.paused = o.Spec.Paused
-		ann = o.Spec.Template.Annotations
-		want := int32(1)
-		if o.Spec.Replicas != nil {
-			want = *o.Spec.Replicas
-		}
-		s := o.Status
-		ti.progressing = s.ObservedGeneration < o.Generation || s.UpdatedReplicas < want
+		ti.kind, ti.paused, ann = autorebootv1alpha1.KindDeployment, o.Spec.Paused, o.Spec.Template.Annotations
+		ti.progressing = rolloutUnfinished(o.Generation, o.Status.ObservedGeneration, o.Status.UpdatedReplicas, ptr.Deref(o.Spec.Replicas, 1))
 	case *appsv1.StatefulSet:
-		ti.kind = autorebootv1alpha1.KindStatefulSet
+		ti.kind, ann = autorebootv1alpha1.KindStatefulSet, o.Spec.Template.Annotations
 		ti.onDelete = o.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType
-		ann = o.Spec.Template.Annotations
-		want := int32(1)
-		if o.Spec.Replicas != nil {
-			want = *o.Spec.Replicas
-		}
-		s := o.Status
-		ti.progressing = s.ObservedGeneration < o.Generation || s.UpdatedReplicas < want
+		ti.progressing = rolloutUnfinished(o.Generation, o.Status.ObservedGeneration, o.Status.UpdatedReplicas, ptr.Deref(o.Spec.Replicas, 1))
 	case *appsv1.DaemonSet:
-		ti.kind = autorebootv1alpha1.KindDaemonSet
+		ti.kind, ann = autorebootv1alpha1.KindDaemonSet, o.Spec.Template.Annotations
 		ti.onDelete = o.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType
-		ann = o.Spec.Template.Annotations
-		s := o.Status
-		ti.progressing = s.ObservedGeneration < o.Generation || s.UpdatedNumberScheduled < s.DesiredNumberScheduled
+		ti.progressing = rolloutUnfinished(o.Generation, o.Status.ObservedGeneration, o.Status.UpdatedNumberScheduled, o.Status.DesiredNumberScheduled)
 	}
 	ti.restartID = obj.GetAnnotations()[autorebootv1alpha1.RestartIDAnnotation]
 	if v, ok := ann[autorebootv1alpha1.RestartedAtAnnotation]; ok {
@@ -159,6 +145,12 @@ const clockSkew = 5 * time.Second
 type invalidSpecError struct{ msg string }
 
 func (e *invalidSpecError) Error() string { return e.msg }
+
+// rolloutUnfinished: the workload controller has not observed the latest
+// generation, or fewer than want replicas run the latest template.
+func rolloutUnfinished(generation, observed int64, updated, want int32) bool {
+	return observed < generation || updated < want
+}
 
 // targetIndex indexes RebootPolicies by "<kind>/<name>" of their target, or
 // "<kind>/*" for selector targets, so a workload event looks up only the

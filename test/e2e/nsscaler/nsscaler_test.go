@@ -6,7 +6,6 @@ package nsscaler
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +26,7 @@ import (
 
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
 	"github.com/runbook-dev/runbook/test/cluster"
+	"github.com/runbook-dev/runbook/test/testenv"
 )
 
 const (
@@ -40,12 +41,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		fmt.Println("nsscaler end-to-end tests need a cluster: not run with -short")
-		os.Exit(0)
-	}
-	os.Exit(run(m))
+	testenv.RunSuite(m, "a local kwok cluster (control plane and kwok in bin/k8s: make k8s-binaries)", run)
 }
 
 func run(m *testing.M) int {
@@ -84,7 +80,7 @@ func run(m *testing.M) int {
 	return code
 }
 
-// expected replica counts per workload, in every proj-* namespace.
+// expected replica counts per workload, in every project namespace.
 var workloads = []struct {
 	kind     string
 	name     string
@@ -160,7 +156,7 @@ func expectRunning(g Gomega, ns string) {
 	g.Expect([]int{all, running}).To(Equal([]int{podsPerNamespace, podsPerNamespace}), "pods (all, running) in %s", ns)
 }
 
-func expectParked(g Gomega, ns string) {
+func expectParked(g Gomega, scaler, ns string) {
 	ctx := context.Background()
 	for _, w := range workloads {
 		key := client.ObjectKey{Namespace: ns, Name: w.name}
@@ -178,7 +174,7 @@ func expectParked(g Gomega, ns string) {
 		}
 		g.Expect(*replicas).To(BeZero(), "%s/%s", ns, w.name)
 		g.Expect(ann).To(HaveKeyWithValue("scaling.runbook.dev/original",
-			fmt.Sprintf(`{"v":1,"replicas":%d,"by":"release"}`, w.replicas)), "%s/%s", ns, w.name)
+			fmt.Sprintf(`{"v":1,"replicas":%d,"by":%q}`, w.replicas, scaler)), "%s/%s", ns, w.name)
 	}
 	all, _ := pods(g, ns)
 	g.Expect(all).To(BeZero(), "pods left in %s", ns)
@@ -186,87 +182,139 @@ func expectParked(g Gomega, ns string) {
 
 func TestParkWhitelistFlipAndDelete(t *testing.T) {
 	g := NewWithT(t)
-	ctx := context.Background()
 	defer func() { manager.DumpLogsOnFailure(t.Failed()) }()
-	projects := []string{"proj-a", "proj-b", "proj-c"}
-	for _, ns := range projects {
+	r := newRelease(t, g)
+	r.parkAllButB(t, g)
+	r.manualScaleIsUndone(g)
+	r.flipWhitelistToA(t, g)
+	r.deleteRestoresAll(t, g)
+	r.expectParkedEvents(g)
+}
+
+// release is the test's world: three project namespaces a, b, c and the
+// NSScaler that selects them by prefix. The names are random, so the test
+// can run again (-count) on the same cluster.
+type release struct {
+	name, prefix string
+	a, b, c      string
+	scaler       *scalingv1alpha1.NSScaler
+}
+
+// newRelease creates the projects and waits until their pods run.
+func newRelease(t *testing.T, g *WithT) *release {
+	r := &release{name: testenv.RandomName("release"), prefix: testenv.RandomName("proj") + "-"}
+	r.a, r.b, r.c = r.prefix+"a", r.prefix+"b", r.prefix+"c"
+	for _, ns := range r.projects() {
 		createProject(g, ns)
+		t.Cleanup(func() {
+			_ = k8s.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+		})
 	}
 	g.Eventually(func(g Gomega) {
-		for _, ns := range projects {
+		for _, ns := range r.projects() {
 			expectRunning(g, ns)
 		}
 	}, timeout, poll).Should(Succeed())
+	return r
+}
 
-	// Park all but proj-b.
-	scaler := &scalingv1alpha1.NSScaler{
-		ObjectMeta: metav1.ObjectMeta{Name: "release"},
-		Spec:       scalingv1alpha1.NSScalerSpec{NamespacePrefix: "proj-", Whitelist: []string{"proj-b"}},
+func (r *release) projects() []string { return []string{r.a, r.b, r.c} }
+
+func (r *release) get(g Gomega) scalingv1alpha1.NSScaler {
+	var s scalingv1alpha1.NSScaler
+	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Name: r.name}, &s)).To(Succeed())
+	return s
+}
+
+// parkAllButB creates the NSScaler with b whitelisted: a and c lose their
+// pods, b keeps running.
+func (r *release) parkAllButB(t *testing.T, g *WithT) {
+	r.scaler = &scalingv1alpha1.NSScaler{
+		ObjectMeta: metav1.ObjectMeta{Name: r.name},
+		Spec:       scalingv1alpha1.NSScalerSpec{NamespacePrefix: r.prefix, Whitelist: []string{r.b}},
 	}
-	g.Expect(k8s.Create(ctx, scaler)).To(Succeed())
+	g.Expect(k8s.Create(context.Background(), r.scaler)).To(Succeed())
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), r.scaler) })
 	start := time.Now()
 	g.Eventually(func(g Gomega) {
-		expectParked(g, "proj-a")
-		expectParked(g, "proj-c")
-		var s scalingv1alpha1.NSScaler
-		g.Expect(k8s.Get(ctx, client.ObjectKey{Name: "release"}, &s)).To(Succeed())
+		expectParked(g, r.name, r.a)
+		expectParked(g, r.name, r.c)
+		s := r.get(g)
 		g.Expect(s.Status.Done).To(BeTrue())
 		g.Expect(s.Status.PodsRemaining).To(BeZero())
-		g.Expect(s.Status.ParkedNamespaces).To(Equal([]string{"proj-a", "proj-c"}))
+		g.Expect(s.Status.ParkedNamespaces).To(Equal([]string{r.a, r.c}))
 		g.Expect(s.Status.ParkedWorkloads).To(Equal(int32(6)))
 		g.Expect(meta.IsStatusConditionTrue(s.Status.Conditions, scalingv1alpha1.ConditionParked)).To(BeTrue())
 	}, timeout, poll).Should(Succeed())
-	t.Logf("proj-a and proj-c parked, pods gone and done=true after %s", time.Since(start).Round(time.Millisecond))
-	expectRunning(g, "proj-b")
+	t.Logf("a and c parked, pods gone and done=true after %s", time.Since(start).Round(time.Millisecond))
+	expectRunning(g, r.b)
+}
 
-	// Someone scales a parked Deployment up with kubectl: parked again, the
-	// recorded original (3) kept.
-	_, err := kc.Kubectl(ctx, "scale", "deployment/web", "-n", "proj-c", "--replicas=5")
+// manualScaleIsUndone: someone scales a parked Deployment up with kubectl;
+// it is parked again, the recorded original (3) kept.
+func (r *release) manualScaleIsUndone(g *WithT) {
+	ctx := context.Background()
+	_, err := kc.Kubectl(ctx, "scale", "deployment/web", "-n", r.c, "--replicas=5")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func(g Gomega) {
 		var d appsv1.Deployment
-		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: "proj-c", Name: "web"}, &d)).To(Succeed())
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: r.c, Name: "web"}, &d)).To(Succeed())
 		g.Expect(d.Generation).To(BeNumerically(">", 2), "the manual scale has not happened yet")
-		expectParked(g, "proj-c")
+		expectParked(g, r.name, r.c)
 	}, timeout, poll).Should(Succeed())
+}
 
-	// Switch the whitelist to proj-a.
+// flipWhitelistToA: a comes back with its exact counts, b is parked.
+func (r *release) flipWhitelistToA(t *testing.T, g *WithT) {
 	g.Eventually(func() error {
 		var s scalingv1alpha1.NSScaler
-		if err := k8s.Get(ctx, client.ObjectKey{Name: "release"}, &s); err != nil {
+		if err := k8s.Get(context.Background(), client.ObjectKey{Name: r.name}, &s); err != nil {
 			return err
 		}
-		s.Spec.Whitelist = []string{"proj-a"}
-		return k8s.Update(ctx, &s)
+		s.Spec.Whitelist = []string{r.a}
+		return k8s.Update(context.Background(), &s)
 	}, timeout, poll).Should(Succeed())
-	start = time.Now()
+	start := time.Now()
 	g.Eventually(func(g Gomega) {
-		expectRunning(g, "proj-a")
-		expectParked(g, "proj-b")
-		expectParked(g, "proj-c")
-		var s scalingv1alpha1.NSScaler
-		g.Expect(k8s.Get(ctx, client.ObjectKey{Name: "release"}, &s)).To(Succeed())
+		expectRunning(g, r.a)
+		expectParked(g, r.name, r.b)
+		expectParked(g, r.name, r.c)
+		s := r.get(g)
 		g.Expect(s.Status.Done).To(BeTrue())
-		g.Expect(s.Status.ActiveNamespaces).To(Equal([]string{"proj-a"}))
+		g.Expect(s.Status.ActiveNamespaces).To(Equal([]string{r.a}))
 	}, timeout, poll).Should(Succeed())
 	t.Logf("whitelist flip settled (a Running with exact counts, b parked) after %s", time.Since(start).Round(time.Millisecond))
+}
 
-	// Delete the NSScaler: everything comes back.
-	g.Expect(k8s.Delete(ctx, scaler)).To(Succeed())
-	start = time.Now()
+// deleteRestoresAll deletes the NSScaler: everything comes back.
+func (r *release) deleteRestoresAll(t *testing.T, g *WithT) {
+	g.Expect(k8s.Delete(context.Background(), r.scaler)).To(Succeed())
+	start := time.Now()
 	g.Eventually(func(g Gomega) {
-		err := k8s.Get(ctx, client.ObjectKey{Name: "release"}, &scalingv1alpha1.NSScaler{})
+		err := k8s.Get(context.Background(), client.ObjectKey{Name: r.name}, &scalingv1alpha1.NSScaler{})
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "NSScaler still present: %v", err)
-		for _, ns := range projects {
+		for _, ns := range r.projects() {
 			expectRunning(g, ns)
 		}
 	}, timeout, poll).Should(Succeed())
 	t.Logf("deletion restored all three namespaces after %s", time.Since(start).Round(time.Millisecond))
+}
 
-	// Events were recorded per namespace.
+// expectParkedEvents: a NamespaceParked event was recorded about each
+// project, by the controller's documented reporter name.
+func (r *release) expectParkedEvents(g *WithT) {
 	g.Eventually(func(g Gomega) {
-		out, err := kc.Kubectl(ctx, "get", "events", "-A", "--field-selector", "reason=NamespaceParked", "-o", "name")
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(out).NotTo(BeEmpty(), "no NamespaceParked events")
+		var l eventsv1.EventList
+		g.Expect(k8s.List(context.Background(), &l)).To(Succeed())
+		parked := map[string]bool{}
+		for _, e := range l.Items {
+			if e.Regarding.Kind == "NSScaler" && e.Regarding.Name == r.name && e.Reason == scalingv1alpha1.EventNamespaceParked && e.Related != nil {
+				g.Expect(e.ReportingController).To(Equal("nsscaler-controller"))
+				parked[e.Related.Name] = true
+			}
+		}
+		for _, ns := range r.projects() {
+			g.Expect(parked).To(HaveKey(ns))
+		}
 	}, timeout, poll).Should(Succeed())
 }

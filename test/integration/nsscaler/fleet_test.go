@@ -13,8 +13,10 @@ import (
 	nsscontroller "github.com/runbook-dev/runbook/internal/controller/nsscaler"
 )
 
-// fleet is the crash tests' Deployments: namespaces <prefix>NN with
+// fleet is the crash tests' Deployments: namespaces <scaler>-NN with
 // perNamespace Deployments each, and the replica count each was created with.
+// The scaler's name is random, so are the namespaces; it selects them with
+// the prefix <scaler>-.
 type fleet struct {
 	scaler     string // the NSScaler that parks them
 	namespaces []string
@@ -37,6 +39,9 @@ func newFleet(t *testing.T, scaler string, namespaces, perNamespace int, replica
 	}
 	return f
 }
+
+// prefix selects the fleet's namespaces.
+func (f *fleet) prefix() string { return f.scaler + "-" }
 
 func (f *fleet) list(g Gomega) []appsv1.Deployment {
 	var out []appsv1.Deployment

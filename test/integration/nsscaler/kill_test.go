@@ -11,6 +11,7 @@ import (
 
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
 	"github.com/runbook-dev/runbook/test/cluster"
+	"github.com/runbook-dev/runbook/test/testenv"
 )
 
 // TestManagerKilledMidParkLosesNoOriginal runs the real manager binary, kills
@@ -31,7 +32,7 @@ func TestManagerKilledMidParkLosesNoOriginal(t *testing.T) {
 	bin, err := cluster.BuildManager(ctx, dir)
 	g.Expect(err).NotTo(HaveOccurred())
 
-	f := newFleet(t, "kill", 20, 20, func(i, j int) int32 { return int32((i+j)%4 + 1) })
+	f := newFleet(t, testenv.RandomName("kill"), 20, 20, func(i, j int) int32 { return int32((i+j)%4 + 1) })
 
 	// One write at a time, 50 a second: the park of 400 takes about 8 s,
 	// long enough to be killed in the middle whatever the machine's speed.
@@ -39,7 +40,7 @@ func TestManagerKilledMidParkLosesNoOriginal(t *testing.T) {
 		"--nsscaler-write-concurrency=1", "--nsscaler-write-qps=50")
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { first.DumpLogsOnFailure(t.Failed()) }()
-	createScaler(t, "kill", scalingv1alpha1.NSScalerSpec{NamespacePrefix: "kill-"})
+	createScaler(t, f.scaler, scalingv1alpha1.NSScalerSpec{NamespacePrefix: f.prefix()})
 	g.Eventually(f.annotated, timeout, poll).Should(BeNumerically(">=", 10))
 	first.Kill()
 
@@ -53,7 +54,7 @@ func TestManagerKilledMidParkLosesNoOriginal(t *testing.T) {
 		second.DumpLogsOnFailure(t.Failed())
 	}()
 	g.Eventually(f.allParked, timeout, poll).Should(Succeed())
-	updateScaler(t, "kill", func(s *scalingv1alpha1.NSScalerSpec) { s.Whitelist = f.namespaces })
+	updateScaler(t, f.scaler, func(s *scalingv1alpha1.NSScalerSpec) { s.Whitelist = f.namespaces })
 	g.Eventually(f.allRestored, timeout, poll).Should(Succeed())
-	deleteScalerAndWait(t, "kill") // while the second manager runs
+	deleteScalerAndWait(t, f.scaler) // while the second manager runs
 }

@@ -16,6 +16,7 @@ import (
 	cachev1alpha1 "github.com/runbook-dev/runbook/api/cache/v1alpha1"
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
 	nsscontroller "github.com/runbook-dev/runbook/internal/controller/nsscaler"
+	"github.com/runbook-dev/runbook/test/testenv"
 )
 
 var allBuiltins = []scalingv1alpha1.WorkloadKind{{Kind: "Deployment"}, {Kind: "StatefulSet"}, {Kind: "CronJob"}}
@@ -56,34 +57,19 @@ func conditionReason(s scalingv1alpha1.NSScaler, t string) (metav1.ConditionStat
 	return c.Status, c.Reason
 }
 
-func TestParkWhitelistFlipAndDeletionRestore(t *testing.T) {
-	mgr := startManager(t, managerOptions{})
-	g := NewWithT(t)
-	ctx := context.Background()
-	for _, ns := range []string{"pa-a", "pa-b", "pa-c"} {
-		populate(t, ns)
-	}
-	// Controlled by another object: left alone and counted.
-	owned := createDeployment(t, "pa-a", "owned", ptr.To[int32](2))
-	owned.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "owner", UID: types.UID("0f6a1d2e-0000-4000-8000-000000000001"), Controller: ptr.To(true)}}
-	g.Expect(k8s.Update(ctx, owned)).To(Succeed())
-
-	createScaler(t, "park-basic", scalingv1alpha1.NSScalerSpec{NamespacePrefix: "pa-", Whitelist: []string{"pa-b"}, Kinds: allBuiltins})
-
+// expectSettled waits until the NSScaler reports the spec applied: parked
+// and active namespaces, that many workloads parked and controlled ones
+// left alone, no pod remaining, Ready, Parked (AllPodsGone), not Degraded,
+// and its finalizer held.
+func expectSettled(g Gomega, name string, parked, active []string, workloads, controlled int32) {
 	g.Eventually(func(g Gomega) {
-		expectParked(g, "park-basic", "pa-a")
-		expectParked(g, "park-basic", "pa-c")
-	}, timeout, poll).Should(Succeed())
-	expectOriginal(g, "pa-b")
-	g.Expect(deploymentState(g, "pa-a", "owned")).To(Equal(state{Replicas: 2}))
-	g.Eventually(func(g Gomega) {
-		s := getScaler(g, "park-basic")
+		s := getScaler(g, name)
 		g.Expect(s.Status.ObservedGeneration).To(Equal(s.Generation))
-		g.Expect(s.Status.ParkedNamespaces).To(Equal([]string{"pa-a", "pa-c"}))
-		g.Expect(s.Status.ActiveNamespaces).To(Equal([]string{"pa-b"}))
-		g.Expect(s.Status.ParkedNamespaceCount).To(Equal(int32(2)))
-		g.Expect(s.Status.ParkedWorkloads).To(Equal(int32(10)))
-		g.Expect(s.Status.ControlledWorkloads).To(Equal(int32(1)))
+		g.Expect(s.Status.ParkedNamespaces).To(Equal(parked))
+		g.Expect(s.Status.ActiveNamespaces).To(Equal(active))
+		g.Expect(s.Status.ParkedNamespaceCount).To(Equal(int32(len(parked))))
+		g.Expect(s.Status.ParkedWorkloads).To(Equal(workloads))
+		g.Expect(s.Status.ControlledWorkloads).To(Equal(controlled))
 		g.Expect(s.Status.PodsRemaining).To(Equal(int32(0)))
 		g.Expect(s.Status.Done).To(BeTrue())
 		st, reason := conditionReason(s, scalingv1alpha1.ConditionReady)
@@ -94,68 +80,109 @@ func TestParkWhitelistFlipAndDeletionRestore(t *testing.T) {
 		g.Expect(st).To(Equal(metav1.ConditionFalse))
 		g.Expect(s.Finalizers).To(ContainElement(nsscontroller.Finalizer))
 	}, timeout, poll).Should(Succeed())
-	g.Expect(metricValue(mgr.metrics.ParkedNamespaces.WithLabelValues("park-basic"))).To(Equal(2.0))
-	g.Expect(metricValue(mgr.metrics.ParkedWorkloads.WithLabelValues("park-basic"))).To(Equal(10.0))
-	g.Expect(seriesCount(mgr.metrics.ParkDuration)).To(Equal(1), "one park-duration series")
-	g.Expect(metricValue(mgr.metrics.Writes.WithLabelValues("park-basic", "park", "ok"))).To(Equal(10.0), "one write per parked workload")
+}
 
-	// Reacts to new workloads and new namespaces at once (no resync).
-	createDeployment(t, "pa-c", "late", ptr.To[int32](4))
-	createNamespace(t, "pa-d", nil)
-	createDeployment(t, "pa-d", "web", ptr.To[int32](2))
+// expectParkMetrics checks the NSScaler's gauges after a park of workloads
+// in namespaces, and that each workload took one write.
+func expectParkMetrics(g Gomega, mgr *runningManager, name string, namespaces, workloads float64) {
+	g.Expect(metricValue(mgr.metrics.ParkedNamespaces.WithLabelValues(name))).To(Equal(namespaces))
+	g.Expect(metricValue(mgr.metrics.ParkedWorkloads.WithLabelValues(name))).To(Equal(workloads))
+	g.Expect(seriesCount(mgr.metrics.ParkDuration)).To(Equal(1), "one park-duration series")
+	g.Expect(metricValue(mgr.metrics.Writes.WithLabelValues(name, "park", "ok"))).To(Equal(workloads), "one write per parked workload")
+}
+
+// expectNewWorkloadsParkedAtOnce: a new workload in the parked namespace
+// parked and a new namespace newNS matching the prefix are parked at once
+// (no resync).
+func expectNewWorkloadsParkedAtOnce(t *testing.T, g Gomega, name, parked, newNS string) {
+	createDeployment(t, parked, "late", ptr.To[int32](4))
+	createNamespace(t, newNS, nil)
+	createDeployment(t, newNS, "web", ptr.To[int32](2))
 	g.Eventually(func(g Gomega) {
-		g.Expect(deploymentState(g, "pa-c", "late")).To(Equal(state{Replicas: 0, Annotation: parkedBy("park-basic", 4)}))
-		g.Expect(deploymentState(g, "pa-d", "web")).To(Equal(state{Replicas: 0, Annotation: parkedBy("park-basic", 2)}))
+		g.Expect(deploymentState(g, parked, "late")).To(Equal(state{Replicas: 0, Annotation: parkedBy(name, 4)}))
+		g.Expect(deploymentState(g, newNS, "web")).To(Equal(state{Replicas: 0, Annotation: parkedBy(name, 2)}))
 	}, timeout, poll).Should(Succeed())
+}
+
+func TestParkWhitelistFlipAndDeletionRestore(t *testing.T) {
+	mgr := startManager(t, managerOptions{})
+	g := NewWithT(t)
+	ctx := context.Background()
+	p := prefix("pa")
+	a, b, c, d := p+"a", p+"b", p+"c", p+"d"
+	name := testenv.RandomName("park-basic")
+	for _, ns := range []string{a, b, c} {
+		populate(t, ns)
+	}
+	// Controlled by another object: left alone and counted.
+	owned := createDeployment(t, a, "owned", ptr.To[int32](2))
+	owned.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "owner", UID: types.UID("0f6a1d2e-0000-4000-8000-000000000001"), Controller: ptr.To(true)}}
+	g.Expect(k8s.Update(ctx, owned)).To(Succeed())
+
+	createScaler(t, name, scalingv1alpha1.NSScalerSpec{NamespacePrefix: p, Whitelist: []string{b}, Kinds: allBuiltins})
+
+	g.Eventually(func(g Gomega) {
+		expectParked(g, name, a)
+		expectParked(g, name, c)
+	}, timeout, poll).Should(Succeed())
+	expectOriginal(g, b)
+	g.Expect(deploymentState(g, a, "owned")).To(Equal(state{Replicas: 2}))
+	expectSettled(g, name, []string{a, c}, []string{b}, 10, 1)
+	expectParkMetrics(g, mgr, name, 2, 10)
+	expectNamespaceEvents(g, name, scalingv1alpha1.EventNamespaceParked, a, c)
+
+	expectNewWorkloadsParkedAtOnce(t, g, name, c, d)
 
 	// Whitelist flip: a comes back exactly, b is parked.
-	updateScaler(t, "park-basic", func(s *scalingv1alpha1.NSScalerSpec) { s.Whitelist = []string{"pa-a"} })
+	updateScaler(t, name, func(s *scalingv1alpha1.NSScalerSpec) { s.Whitelist = []string{a} })
 	g.Eventually(func(g Gomega) {
-		expectOriginal(g, "pa-a")
-		expectParked(g, "park-basic", "pa-b")
-		expectParked(g, "park-basic", "pa-c")
+		expectOriginal(g, a)
+		expectParked(g, name, b)
+		expectParked(g, name, c)
 	}, timeout, poll).Should(Succeed())
 
 	// Kinds shrink: CronJobs are restored, the rest stays parked.
-	updateScaler(t, "park-basic", func(s *scalingv1alpha1.NSScalerSpec) { s.Kinds = s.Kinds[:2] })
+	updateScaler(t, name, func(s *scalingv1alpha1.NSScalerSpec) { s.Kinds = s.Kinds[:2] })
 	g.Eventually(func(g Gomega) {
-		g.Expect(cronJobState(g, "pa-c", "nightly")).To(Equal(state{Suspend: false}))
-		g.Expect(cronJobState(g, "pa-c", "paused")).To(Equal(state{Suspend: true}))
-		g.Expect(deploymentState(g, "pa-c", "web")).To(Equal(state{Replicas: 0, Annotation: parkedBy("park-basic", 3)}))
+		g.Expect(cronJobState(g, c, "nightly")).To(Equal(state{Suspend: false}))
+		g.Expect(cronJobState(g, c, "paused")).To(Equal(state{Suspend: true}))
+		g.Expect(deploymentState(g, c, "web")).To(Equal(state{Replicas: 0, Annotation: parkedBy(name, 3)}))
 	}, timeout, poll).Should(Succeed())
 
+	expectNamespaceEvents(g, name, scalingv1alpha1.EventNamespaceRestored, a)
+
 	// Deletion restores everything (finalizer) and drops the metric series.
-	deleteScalerAndWait(t, "park-basic")
+	deleteScalerAndWait(t, name)
 	g.Expect(seriesCount(mgr.metrics.ParkedNamespaces)).To(BeZero())
-	for _, ns := range []string{"pa-a", "pa-b", "pa-c"} {
+	for _, ns := range []string{a, b, c} {
 		expectOriginal(g, ns)
 	}
-	g.Expect(deploymentState(g, "pa-c", "late")).To(Equal(state{Replicas: 4}))
-	g.Expect(deploymentState(g, "pa-d", "web")).To(Equal(state{Replicas: 2}))
+	g.Expect(deploymentState(g, c, "late")).To(Equal(state{Replicas: 4}))
+	g.Expect(deploymentState(g, d, "web")).To(Equal(state{Replicas: 2}))
 }
 
 func TestManualScaleUpIsReparkedKeepingTheOriginal(t *testing.T) {
 	startManager(t, managerOptions{})
 	g := NewWithT(t)
-	createNamespace(t, "mu-a", nil)
-	createDeployment(t, "mu-a", "web", ptr.To[int32](3))
-	createScaler(t, "manual", scalingv1alpha1.NSScalerSpec{NamespacePrefix: "mu-"})
+	p, ns, name := oneNamespace(t, "manual")
+	createDeployment(t, ns, "web", ptr.To[int32](3))
+	createScaler(t, name, scalingv1alpha1.NSScalerSpec{NamespacePrefix: p})
 	g.Eventually(func(g Gomega) {
-		g.Expect(deploymentState(g, "mu-a", "web")).To(Equal(state{Replicas: 0, Annotation: parkedBy("manual", 3)}))
+		g.Expect(deploymentState(g, ns, "web")).To(Equal(state{Replicas: 0, Annotation: parkedBy(name, 3)}))
 	}, timeout, poll).Should(Succeed())
 
 	// Someone scales the parked Deployment up by hand: parked again, the
 	// recorded original is not replaced by 5 (nor by 0).
-	scaleDeployment(t, "mu-a", "web", 5)
+	scaleDeployment(t, ns, "web", 5)
 	g.Eventually(func(g Gomega) {
-		g.Expect(deploymentState(g, "mu-a", "web")).To(Equal(state{Replicas: 0, Annotation: parkedBy("manual", 3)}))
+		g.Expect(deploymentState(g, ns, "web")).To(Equal(state{Replicas: 0, Annotation: parkedBy(name, 3)}))
 	}, timeout, poll).Should(Succeed())
 
 	// Editing the annotation is how a user changes what comes back.
-	patchAnnotation(t, "mu-a", "web", parkedBy("manual", 4))
-	updateScaler(t, "manual", func(s *scalingv1alpha1.NSScalerSpec) { s.Whitelist = []string{"mu-a"} })
+	patchAnnotation(t, ns, "web", parkedBy(name, 4))
+	updateScaler(t, name, func(s *scalingv1alpha1.NSScalerSpec) { s.Whitelist = []string{ns} })
 	g.Eventually(func(g Gomega) {
-		g.Expect(deploymentState(g, "mu-a", "web")).To(Equal(state{Replicas: 4}))
+		g.Expect(deploymentState(g, ns, "web")).To(Equal(state{Replicas: 4}))
 	}, timeout, poll).Should(Succeed())
 }
 
@@ -163,103 +190,108 @@ func TestHPATargetIsRestoredExactly(t *testing.T) {
 	startManager(t, managerOptions{})
 	g := NewWithT(t)
 	ctx := context.Background()
-	createNamespace(t, "hpa-a", nil)
-	createDeployment(t, "hpa-a", "web", ptr.To[int32](3))
+	p, ns, name := oneNamespace(t, "hpa")
+	createDeployment(t, ns, "web", ptr.To[int32](3))
 	hpa := &autoscalingv2.HorizontalPodAutoscaler{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "hpa-a", Name: "web"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
 		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
 			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
 			MinReplicas:    ptr.To[int32](2), MaxReplicas: 6,
 		},
 	}
 	g.Expect(k8s.Create(ctx, hpa)).To(Succeed())
-	createScaler(t, "hpa", scalingv1alpha1.NSScalerSpec{NamespacePrefix: "hpa-"})
+	createScaler(t, name, scalingv1alpha1.NSScalerSpec{NamespacePrefix: p})
 	g.Eventually(func(g Gomega) {
-		g.Expect(deploymentState(g, "hpa-a", "web")).To(Equal(state{Replicas: 0, Annotation: parkedBy("hpa", 3)}))
+		g.Expect(deploymentState(g, ns, "web")).To(Equal(state{Replicas: 0, Annotation: parkedBy(name, 3)}))
 	}, timeout, poll).Should(Succeed())
-	updateScaler(t, "hpa", func(s *scalingv1alpha1.NSScalerSpec) { s.Whitelist = []string{"hpa-a"} })
+	updateScaler(t, name, func(s *scalingv1alpha1.NSScalerSpec) { s.Whitelist = []string{ns} })
 	g.Eventually(func(g Gomega) {
-		g.Expect(deploymentState(g, "hpa-a", "web")).To(Equal(state{Replicas: 3}))
+		g.Expect(deploymentState(g, ns, "web")).To(Equal(state{Replicas: 3}))
 	}, timeout, poll).Should(Succeed())
 	var after autoscalingv2.HorizontalPodAutoscaler
 	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(hpa), &after)).To(Succeed())
 	g.Expect(after.Spec).To(Equal(hpa.Spec), "the HPA itself is never touched")
 }
 
+// createCustomWorkloads creates, in ns, Widgets "three" (3 replicas) and
+// "unset" (no replica count), a Memcached "cache" (2) and the Deployment
+// behind it, which it controls: not parked directly (its owner is).
+func createCustomWorkloads(t *testing.T, g Gomega, ns string) {
+	createWidget(t, ns, "three", ptr.To[int64](3))
+	createWidget(t, ns, "unset", nil)
+	mc := &cachev1alpha1.Memcached{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cache"}, Spec: cachev1alpha1.MemcachedSpec{Size: ptr.To[int32](2)}}
+	g.Expect(k8s.Create(context.Background(), mc)).To(Succeed())
+	behind := createDeployment(t, ns, "cache", ptr.To[int32](2))
+	behind.OwnerReferences = []metav1.OwnerReference{{APIVersion: cachev1alpha1.GroupVersion.String(), Kind: "Memcached", Name: "cache", UID: mc.UID, Controller: ptr.To(true)}}
+	g.Expect(k8s.Update(context.Background(), behind)).To(Succeed())
+}
+
 func TestScaleSubresourceCustomResources(t *testing.T) {
 	startManager(t, managerOptions{})
 	g := NewWithT(t)
 	ctx := context.Background()
-	createNamespace(t, "cr-a", nil)
-	createWidget(t, "cr-a", "three", ptr.To[int64](3))
-	createWidget(t, "cr-a", "unset", nil)
-	mc := &cachev1alpha1.Memcached{ObjectMeta: metav1.ObjectMeta{Namespace: "cr-a", Name: "cache"}, Spec: cachev1alpha1.MemcachedSpec{Size: ptr.To[int32](2)}}
-	g.Expect(k8s.Create(ctx, mc)).To(Succeed())
-	// The Deployment behind the Memcached is controlled by it: not parked
-	// directly (its owner is).
-	behind := createDeployment(t, "cr-a", "cache", ptr.To[int32](2))
-	behind.OwnerReferences = []metav1.OwnerReference{{APIVersion: cachev1alpha1.GroupVersion.String(), Kind: "Memcached", Name: "cache", UID: mc.UID, Controller: ptr.To(true)}}
-	g.Expect(k8s.Update(ctx, behind)).To(Succeed())
+	p, ns, name := oneNamespace(t, "custom")
+	createCustomWorkloads(t, g, ns)
 
-	createScaler(t, "custom", scalingv1alpha1.NSScalerSpec{NamespacePrefix: "cr-", Kinds: []scalingv1alpha1.WorkloadKind{
+	createScaler(t, name, scalingv1alpha1.NSScalerSpec{NamespacePrefix: p, Kinds: []scalingv1alpha1.WorkloadKind{
 		{Kind: "Deployment"},
 		{Group: "test.runbook.dev", Kind: "Widget"},
 		{Group: "cache.runbook.dev", Kind: "Memcached"},
 	}})
 	g.Eventually(func(g Gomega) {
-		w, found := widgetState(g, "cr-a", "three")
+		w, found := widgetState(g, ns, "three")
 		g.Expect(found).To(BeTrue())
-		g.Expect(w).To(Equal(state{Replicas: 0, Annotation: parkedBy("custom", 3)}))
-		w, found = widgetState(g, "cr-a", "unset")
+		g.Expect(w).To(Equal(state{Replicas: 0, Annotation: parkedBy(name, 3)}))
+		w, found = widgetState(g, ns, "unset")
 		g.Expect(found).To(BeFalse(), "an unset replica count is left unset")
-		g.Expect(w).To(Equal(state{Replicas: 0, Annotation: parkedBy("custom", 0)}))
-		g.Expect(memcachedState(g, "cr-a", "cache")).To(Equal(state{Replicas: 0, Annotation: parkedBy("custom", 2)}))
-		s := getScaler(g, "custom")
+		g.Expect(w).To(Equal(state{Replicas: 0, Annotation: parkedBy(name, 0)}))
+		g.Expect(memcachedState(g, ns, "cache")).To(Equal(state{Replicas: 0, Annotation: parkedBy(name, 2)}))
+		s := getScaler(g, name)
 		g.Expect(s.Status.ParkedWorkloads).To(Equal(int32(3)))
 		g.Expect(s.Status.ControlledWorkloads).To(Equal(int32(1)))
 		g.Expect(s.Status.ParkedKinds).To(Equal([]scalingv1alpha1.WorkloadKind{
 			{Group: "cache.runbook.dev", Kind: "Memcached"}, {Group: "test.runbook.dev", Kind: "Widget"},
 		}))
 	}, timeout, poll).Should(Succeed())
-	g.Expect(deploymentState(g, "cr-a", "cache")).To(Equal(state{Replicas: 2}))
+	g.Expect(deploymentState(g, ns, "cache")).To(Equal(state{Replicas: 2}))
 
 	// Scaling a parked custom resource up by hand (through its scale
 	// subresource) is undone too.
-	u := widgetObject("cr-a", "three")
+	u := widgetObject(ns, "three")
 	g.Expect(k8s.SubResource("scale").Patch(ctx, u, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":6}}`)))).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		w, _ := widgetState(g, "cr-a", "three")
-		g.Expect(w).To(Equal(state{Replicas: 0, Annotation: parkedBy("custom", 3)}))
+		w, _ := widgetState(g, ns, "three")
+		g.Expect(w).To(Equal(state{Replicas: 0, Annotation: parkedBy(name, 3)}))
 	}, timeout, poll).Should(Succeed())
 
 	// Widget leaves the kinds: restored although it is no longer in the spec.
-	updateScaler(t, "custom", func(s *scalingv1alpha1.NSScalerSpec) {
+	updateScaler(t, name, func(s *scalingv1alpha1.NSScalerSpec) {
 		s.Kinds = []scalingv1alpha1.WorkloadKind{{Kind: "Deployment"}, {Group: "cache.runbook.dev", Kind: "Memcached"}}
 	})
 	g.Eventually(func(g Gomega) {
-		w, _ := widgetState(g, "cr-a", "three")
+		w, _ := widgetState(g, ns, "three")
 		g.Expect(w).To(Equal(state{Replicas: 3}))
-		w, found := widgetState(g, "cr-a", "unset")
+		w, found := widgetState(g, ns, "unset")
 		g.Expect(found).To(BeFalse())
 		g.Expect(w).To(Equal(state{}))
-		g.Expect(getScaler(g, "custom").Status.ParkedKinds).To(Equal([]scalingv1alpha1.WorkloadKind{{Group: "cache.runbook.dev", Kind: "Memcached"}}))
+		g.Expect(getScaler(g, name).Status.ParkedKinds).To(Equal([]scalingv1alpha1.WorkloadKind{{Group: "cache.runbook.dev", Kind: "Memcached"}}))
 	}, timeout, poll).Should(Succeed())
 
-	deleteScalerAndWait(t, "custom")
-	g.Expect(memcachedState(g, "cr-a", "cache")).To(Equal(state{Replicas: 2}))
+	deleteScalerAndWait(t, name)
+	g.Expect(memcachedState(g, ns, "cache")).To(Equal(state{Replicas: 2}))
 }
 
 func TestUnavailableKindDegradesButOthersPark(t *testing.T) {
 	startManager(t, managerOptions{})
 	g := NewWithT(t)
-	createNamespace(t, "uk-a", nil)
-	createDeployment(t, "uk-a", "web", ptr.To[int32](2))
-	createScaler(t, "unknown-kind", scalingv1alpha1.NSScalerSpec{NamespacePrefix: "uk-", Kinds: []scalingv1alpha1.WorkloadKind{
+	p, ns, name := oneNamespace(t, "unknown-kind")
+	createDeployment(t, ns, "web", ptr.To[int32](2))
+	createScaler(t, name, scalingv1alpha1.NSScalerSpec{NamespacePrefix: p, Kinds: []scalingv1alpha1.WorkloadKind{
 		{Kind: "Deployment"}, {Group: "nope.runbook.dev", Kind: "Gadget"},
 	}})
 	g.Eventually(func(g Gomega) {
-		g.Expect(deploymentState(g, "uk-a", "web")).To(Equal(state{Replicas: 0, Annotation: parkedBy("unknown-kind", 2)}))
-		st, reason := conditionReason(getScaler(g, "unknown-kind"), scalingv1alpha1.ConditionDegraded)
+		g.Expect(deploymentState(g, ns, "web")).To(Equal(state{Replicas: 0, Annotation: parkedBy(name, 2)}))
+		st, reason := conditionReason(getScaler(g, name), scalingv1alpha1.ConditionDegraded)
 		g.Expect([]any{st, reason}).To(Equal([]any{metav1.ConditionTrue, scalingv1alpha1.ReasonKindUnavailable}))
 	}, timeout, poll).Should(Succeed())
 }
@@ -267,128 +299,139 @@ func TestUnavailableKindDegradesButOthersPark(t *testing.T) {
 func TestTwoScalersOnOneNamespace(t *testing.T) {
 	startManager(t, managerOptions{})
 	g := NewWithT(t)
-	createNamespace(t, "cf-a", nil)
-	createNamespace(t, "cf-b", nil)
-	createDeployment(t, "cf-a", "web", ptr.To[int32](3))
-	createDeployment(t, "cf-b", "web", ptr.To[int32](2))
-	createScaler(t, "conflict-first", scalingv1alpha1.NSScalerSpec{NamespacePrefix: "cf-a"})
+	p := prefix("cf")
+	a, b := p+"a", p+"b"
+	// The older NSScaler wins a contested namespace (creation time, then
+	// name: these sort in creation order too).
+	first, second := testenv.RandomName("conflict-first"), testenv.RandomName("conflict-second")
+	createNamespace(t, a, nil)
+	createNamespace(t, b, nil)
+	createDeployment(t, a, "web", ptr.To[int32](3))
+	createDeployment(t, b, "web", ptr.To[int32](2))
+	createScaler(t, first, scalingv1alpha1.NSScalerSpec{NamespacePrefix: a})
 	g.Eventually(func(g Gomega) {
-		g.Expect(deploymentState(g, "cf-a", "web").Annotation).To(Equal(parkedBy("conflict-first", 3)))
+		g.Expect(deploymentState(g, a, "web").Annotation).To(Equal(parkedBy(first, 3)))
 	}, timeout, poll).Should(Succeed())
-	createScaler(t, "conflict-second", scalingv1alpha1.NSScalerSpec{NamespacePrefix: "cf-", Whitelist: []string{"cf-a"}})
+	createScaler(t, second, scalingv1alpha1.NSScalerSpec{NamespacePrefix: p, Whitelist: []string{a}})
 
 	g.Eventually(func(g Gomega) {
-		for _, name := range []string{"conflict-first", "conflict-second"} {
+		for _, name := range []string{first, second} {
 			s := getScaler(g, name)
-			g.Expect(s.Status.Conflicts).To(Equal([]scalingv1alpha1.NamespaceConflict{{Namespace: "cf-a", Owner: "conflict-first"}}), name)
+			g.Expect(s.Status.Conflicts).To(Equal([]scalingv1alpha1.NamespaceConflict{{Namespace: a, Owner: first}}), name)
 			st, reason := conditionReason(s, scalingv1alpha1.ConditionDegraded)
 			g.Expect([]any{st, reason}).To(Equal([]any{metav1.ConditionTrue, scalingv1alpha1.ReasonNamespaceConflict}), name)
 		}
-		g.Expect(getScaler(g, "conflict-second").Status.ParkedNamespaces).To(Equal([]string{"cf-b"}))
-		g.Expect(getScaler(g, "conflict-second").Status.ActiveNamespaces).To(BeEmpty())
-		g.Expect(deploymentState(g, "cf-b", "web")).To(Equal(state{Replicas: 0, Annotation: parkedBy("conflict-second", 2)}))
+		g.Expect(getScaler(g, second).Status.ParkedNamespaces).To(Equal([]string{b}))
+		g.Expect(getScaler(g, second).Status.ActiveNamespaces).To(BeEmpty())
+		g.Expect(deploymentState(g, b, "web")).To(Equal(state{Replicas: 0, Annotation: parkedBy(second, 2)}))
 	}, timeout, poll).Should(Succeed())
 	// The newer one's whitelist does not restore the older one's namespace.
 	g.Consistently(func(g Gomega) {
-		g.Expect(deploymentState(g, "cf-a", "web")).To(Equal(state{Replicas: 0, Annotation: parkedBy("conflict-first", 3)}))
+		g.Expect(deploymentState(g, a, "web")).To(Equal(state{Replicas: 0, Annotation: parkedBy(first, 3)}))
 	}, "2s", poll).Should(Succeed())
 
 	// The older one goes: the namespace passes to the newer one, which
 	// whitelists it, so it runs again with its original count.
-	deleteScalerAndWait(t, "conflict-first")
+	deleteScalerAndWait(t, first)
 	g.Eventually(func(g Gomega) {
-		g.Expect(deploymentState(g, "cf-a", "web")).To(Equal(state{Replicas: 3}))
-		s := getScaler(g, "conflict-second")
+		g.Expect(deploymentState(g, a, "web")).To(Equal(state{Replicas: 3}))
+		s := getScaler(g, second)
 		g.Expect(s.Status.Conflicts).To(BeEmpty())
-		g.Expect(s.Status.ActiveNamespaces).To(Equal([]string{"cf-a"}))
+		g.Expect(s.Status.ActiveNamespaces).To(Equal([]string{a}))
 	}, timeout, poll).Should(Succeed())
 }
 
+// TestProtectedNamespacesAreNeverParked: the operator's namespace (a
+// random one, created here) is selected but never parked; the system
+// namespaces, selected by a prefix, are reported as protected and nothing
+// in them is touched (the test writes nothing there either).
 func TestProtectedNamespacesAreNeverParked(t *testing.T) {
-	startManager(t, managerOptions{})
+	operatorNamespace := testenv.RandomName("runbook-system")
+	startManager(t, managerOptions{operatorNamespace: operatorNamespace})
 	g := NewWithT(t)
 	ctx := context.Background()
-	label := map[string]string{"runbook.dev/park": "yes"}
+	label := map[string]string{"runbook.dev/park": testenv.RandomName("yes")}
+	apps, name := testenv.RandomName("pr-apps"), testenv.RandomName("protected")
 	createNamespace(t, operatorNamespace, label)
-	createNamespace(t, "pr-apps", label)
-	var ks corev1.Namespace
-	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: "kube-system"}, &ks)).To(Succeed())
-	ks.Labels["runbook.dev/park"] = "yes"
-	g.Expect(k8s.Update(ctx, &ks)).To(Succeed())
-	t.Cleanup(func() {
-		var ks corev1.Namespace
-		if err := k8s.Get(ctx, client.ObjectKey{Name: "kube-system"}, &ks); err == nil {
-			delete(ks.Labels, "runbook.dev/park")
-			_ = k8s.Update(ctx, &ks)
-		}
-	})
-	for _, ns := range []string{operatorNamespace, "kube-system", "pr-apps"} {
+	createNamespace(t, apps, label)
+	for _, ns := range []string{operatorNamespace, apps} {
 		createDeployment(t, ns, "web", ptr.To[int32](2))
 	}
-	createScaler(t, "protected", scalingv1alpha1.NSScalerSpec{NamespaceSelector: &metav1.LabelSelector{MatchLabels: label}})
+	createScaler(t, name, scalingv1alpha1.NSScalerSpec{NamespaceSelector: &metav1.LabelSelector{MatchLabels: label}})
 	g.Eventually(func(g Gomega) {
-		g.Expect(deploymentState(g, "pr-apps", "web")).To(Equal(state{Replicas: 0, Annotation: parkedBy("protected", 2)}))
-		s := getScaler(g, "protected")
-		g.Expect(s.Status.ParkedNamespaces).To(Equal([]string{"pr-apps"}))
+		g.Expect(deploymentState(g, apps, "web")).To(Equal(state{Replicas: 0, Annotation: parkedBy(name, 2)}))
+		s := getScaler(g, name)
+		g.Expect(s.Status.ParkedNamespaces).To(Equal([]string{apps}))
 		c := meta.FindStatusCondition(s.Status.Conditions, scalingv1alpha1.ConditionReady)
 		g.Expect(c).NotTo(BeNil())
-		g.Expect(c.Message).To(ContainSubstring("kube-system"))
-		g.Expect(c.Message).To(ContainSubstring(operatorNamespace))
+		g.Expect(c.Message).To(ContainSubstring("protected namespaces never parked: " + operatorNamespace))
 	}, timeout, poll).Should(Succeed())
 	g.Expect(deploymentState(g, operatorNamespace, "web")).To(Equal(state{Replicas: 2}))
-	g.Expect(deploymentState(g, "kube-system", "web")).To(Equal(state{Replicas: 2}))
+
+	system := testenv.RandomName("protected-system")
+	createScaler(t, system, scalingv1alpha1.NSScalerSpec{NamespacePrefix: "kube-"})
+	g.Eventually(func(g Gomega) {
+		s := getScaler(g, system)
+		g.Expect(s.Status.ObservedGeneration).To(Equal(s.Generation))
+		g.Expect(s.Status.ParkedNamespaces).To(BeEmpty())
+		g.Expect(s.Status.ActiveNamespaces).To(BeEmpty())
+		c := meta.FindStatusCondition(s.Status.Conditions, scalingv1alpha1.ConditionReady)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Message).To(ContainSubstring("protected namespaces never parked: kube-node-lease, kube-public, kube-system"))
+	}, timeout, poll).Should(Succeed())
 
 	// The namespace stops matching (label removed): restored at once.
-	var apps corev1.Namespace
-	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: "pr-apps"}, &apps)).To(Succeed())
-	delete(apps.Labels, "runbook.dev/park")
-	g.Expect(k8s.Update(ctx, &apps)).To(Succeed())
+	var ns corev1.Namespace
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: apps}, &ns)).To(Succeed())
+	delete(ns.Labels, "runbook.dev/park")
+	g.Expect(k8s.Update(ctx, &ns)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		g.Expect(deploymentState(g, "pr-apps", "web")).To(Equal(state{Replicas: 2}))
+		g.Expect(deploymentState(g, apps, "web")).To(Equal(state{Replicas: 2}))
 	}, timeout, poll).Should(Succeed())
 }
 
 func TestSuspendStopsActing(t *testing.T) {
 	startManager(t, managerOptions{})
 	g := NewWithT(t)
-	createNamespace(t, "su-a", nil)
-	createDeployment(t, "su-a", "web", ptr.To[int32](3))
-	createScaler(t, "suspend", scalingv1alpha1.NSScalerSpec{NamespacePrefix: "su-"})
+	p, ns, name := oneNamespace(t, "suspend")
+	createDeployment(t, ns, "web", ptr.To[int32](3))
+	createScaler(t, name, scalingv1alpha1.NSScalerSpec{NamespacePrefix: p})
 	g.Eventually(func(g Gomega) {
-		g.Expect(deploymentState(g, "su-a", "web").Replicas).To(BeZero())
+		g.Expect(deploymentState(g, ns, "web").Replicas).To(BeZero())
 	}, timeout, poll).Should(Succeed())
-	updateScaler(t, "suspend", func(s *scalingv1alpha1.NSScalerSpec) { s.Suspend = true; s.Whitelist = []string{"su-a"} })
+	updateScaler(t, name, func(s *scalingv1alpha1.NSScalerSpec) { s.Suspend = true; s.Whitelist = []string{ns} })
 	g.Eventually(func(g Gomega) {
-		s := getScaler(g, "suspend")
+		s := getScaler(g, name)
 		g.Expect(s.Status.ObservedGeneration).To(Equal(s.Generation))
 		_, reason := conditionReason(s, scalingv1alpha1.ConditionReady)
 		g.Expect(reason).To(Equal(scalingv1alpha1.ReasonSuspended))
 	}, timeout, poll).Should(Succeed())
 	g.Consistently(func(g Gomega) {
-		g.Expect(deploymentState(g, "su-a", "web")).To(Equal(state{Replicas: 0, Annotation: parkedBy("suspend", 3)}))
+		g.Expect(deploymentState(g, ns, "web")).To(Equal(state{Replicas: 0, Annotation: parkedBy(name, 3)}))
 	}, "2s", poll).Should(Succeed())
-	updateScaler(t, "suspend", func(s *scalingv1alpha1.NSScalerSpec) { s.Suspend = false })
+	updateScaler(t, name, func(s *scalingv1alpha1.NSScalerSpec) { s.Suspend = false })
 	g.Eventually(func(g Gomega) {
-		g.Expect(deploymentState(g, "su-a", "web")).To(Equal(state{Replicas: 3}))
+		g.Expect(deploymentState(g, ns, "web")).To(Equal(state{Replicas: 3}))
 	}, timeout, poll).Should(Succeed())
 }
 
 func TestDeletionPolicyKeepLeavesWorkloadsParkedForALaterScaler(t *testing.T) {
 	startManager(t, managerOptions{})
 	g := NewWithT(t)
-	createNamespace(t, "kp-a", nil)
-	createDeployment(t, "kp-a", "web", ptr.To[int32](3))
-	createScaler(t, "keep", scalingv1alpha1.NSScalerSpec{NamespacePrefix: "kp-", DeletionPolicy: scalingv1alpha1.DeletionPolicyKeep})
+	p, ns, name := oneNamespace(t, "keep")
+	later := testenv.RandomName("keep-later")
+	createDeployment(t, ns, "web", ptr.To[int32](3))
+	createScaler(t, name, scalingv1alpha1.NSScalerSpec{NamespacePrefix: p, DeletionPolicy: scalingv1alpha1.DeletionPolicyKeep})
 	g.Eventually(func(g Gomega) {
-		g.Expect(deploymentState(g, "kp-a", "web")).To(Equal(state{Replicas: 0, Annotation: parkedBy("keep", 3)}))
+		g.Expect(deploymentState(g, ns, "web")).To(Equal(state{Replicas: 0, Annotation: parkedBy(name, 3)}))
 	}, timeout, poll).Should(Succeed())
-	deleteScalerAndWait(t, "keep")
-	g.Expect(deploymentState(g, "kp-a", "web")).To(Equal(state{Replicas: 0, Annotation: parkedBy("keep", 3)}))
+	deleteScalerAndWait(t, name)
+	g.Expect(deploymentState(g, ns, "web")).To(Equal(state{Replicas: 0, Annotation: parkedBy(name, 3)}))
 
 	// A later NSScaler that whitelists the namespace restores the original
 	// the first one recorded.
-	createScaler(t, "keep-later", scalingv1alpha1.NSScalerSpec{NamespacePrefix: "kp-", Whitelist: []string{"kp-a"}})
+	createScaler(t, later, scalingv1alpha1.NSScalerSpec{NamespacePrefix: p, Whitelist: []string{ns}})
 	g.Eventually(func(g Gomega) {
-		g.Expect(deploymentState(g, "kp-a", "web")).To(Equal(state{Replicas: 3}))
+		g.Expect(deploymentState(g, ns, "web")).To(Equal(state{Replicas: 3}))
 	}, timeout, poll).Should(Succeed())
 }

@@ -6,11 +6,9 @@ package nsscaler
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -22,6 +20,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -36,7 +35,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -47,9 +45,8 @@ import (
 )
 
 const (
-	operatorNamespace = "runbook-system"
-	timeout           = 60 * time.Second
-	poll              = 100 * time.Millisecond
+	timeout = 60 * time.Second
+	poll    = 100 * time.Millisecond
 )
 
 var (
@@ -61,11 +58,10 @@ var (
 var widgetGVK = schema.GroupVersionKind{Group: "test.runbook.dev", Version: "v1", Kind: "Widget"}
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		fmt.Println("nsscaler integration tests need an apiserver: not run with -short")
-		os.Exit(0)
-	}
+	testenv.RunSuite(m, "envtest (kube-apiserver and etcd in bin/k8s: make k8s-binaries)", run)
+}
+
+func run(m *testing.M) int {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(scalingv1alpha1.AddToScheme(scheme))
 	utilruntime.Must(cachev1alpha1.AddToScheme(scheme))
@@ -74,27 +70,32 @@ func TestMain(m *testing.M) {
 		logs = os.Stderr
 	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(logs), zap.Level(zapcore.DebugLevel)))
-	e, err := testenv.Start(testenv.Options{Scheme: scheme})
+	e, err := testenv.Start(testenv.Options{
+		Scheme: scheme,
+		// Memcached is a custom kind with a scale subresource to park;
+		// testdata holds the Widget, another one.
+		CRDs:          []string{"scaling.runbook.dev_nsscalers.yaml", "cache.runbook.dev_memcacheds.yaml"},
+		ExtraCRDPaths: []string{"testdata"},
+	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return 1
 	}
+	defer func() { _ = e.Stop() }()
 	env, k8s = e, e.Client
-	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{
-		Paths: []string{filepath.Join("testdata")}, ErrorIfPathMissing: true,
-	}); err != nil {
-		fmt.Fprintln(os.Stderr, "installing test CRDs:", err)
-		_ = env.Stop()
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = env.Stop()
-	os.Exit(code)
+	return m.Run()
 }
+
+// prefix is a random namespace prefix for one test, e.g. "pa-3f9c01-": the
+// namespaces a test selects by it were created by that test alone, in
+// this run (-count=N) alone.
+func prefix(base string) string { return testenv.RandomName(base) + "-" }
 
 // managerOptions shape one in-process manager.
 type managerOptions struct {
-	writeConcurrency int
+	// operatorNamespace is never parked (--operator-namespace).
+	operatorNamespace string
+	writeConcurrency  int
 	// writeQPS caps the workload writes per second (--nsscaler-write-qps).
 	writeQPS float64
 }
@@ -141,18 +142,13 @@ func startManager(t *testing.T, opts managerOptions) *runningManager {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &nsscontroller.Reconciler{
-		Client:            mgr.GetClient(),
-		APIReader:         mgr.GetAPIReader(),
-		RESTMapper:        mgr.GetRESTMapper(),
-		Recorder:          mgr.GetEventRecorder(nsscontroller.ControllerName),
+	if _, err := nsscontroller.Setup(mgr, nsscontroller.Options{
 		Clock:             clock.RealClock{},
 		Metrics:           metrics,
-		OperatorNamespace: operatorNamespace,
+		OperatorNamespace: opts.operatorNamespace,
 		WriteConcurrency:  opts.writeConcurrency,
 		WriteQPS:          opts.writeQPS,
-	}
-	if err := r.SetupWithManager(mgr); err != nil {
+	}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -162,12 +158,27 @@ func startManager(t *testing.T, opts managerOptions) *runningManager {
 	return m
 }
 
+// oneNamespace is the world of most tests: a random prefix p for the
+// NSScaler to select by, the namespace p+"a" (created) and the NSScaler's
+// name, all from base.
+func oneNamespace(t *testing.T, base string) (p, ns, name string) {
+	t.Helper()
+	p = prefix(base)
+	ns, name = p+"a", testenv.RandomName(base)
+	createNamespace(t, ns, nil)
+	return p, ns, name
+}
+
+// createNamespace creates a namespace (its name made random by the caller,
+// see prefix) and deletes it when the test ends, after the NSScalers
+// created later in the test are gone.
 func createNamespace(t *testing.T, name string, labels map[string]string) {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 	if err := k8s.Create(context.Background(), ns); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), ns) })
 }
 
 func podTemplate(app string) corev1.PodTemplateSpec {
@@ -362,6 +373,27 @@ func patchAnnotation(t *testing.T, ns, name, value string) {
 func tryScaleToZero(ns, name string) error {
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	return k8s.Patch(context.Background(), d, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":0}}`)), client.DryRunAll)
+}
+
+// expectNamespaceEvents waits until the NSScaler has recorded an event of
+// reason about each of namespaces (events.k8s.io/v1, the namespace as the
+// related object), reported by the controller's documented name.
+func expectNamespaceEvents(g Gomega, scaler, reason string, namespaces ...string) {
+	g.Eventually(func(g Gomega) {
+		var l eventsv1.EventList
+		g.Expect(k8s.List(context.Background(), &l)).To(Succeed())
+		var related []string
+		for _, e := range l.Items {
+			if e.Regarding.Kind != "NSScaler" || e.Regarding.Name != scaler || e.Reason != reason {
+				continue
+			}
+			g.Expect(e.ReportingController).To(Equal("nsscaler-controller"), "event %s", e.Name)
+			if e.Related != nil {
+				related = append(related, e.Related.Name)
+			}
+		}
+		g.Expect(related).To(ContainElements(namespaces), "%s events of NSScaler %s", reason, scaler)
+	}, timeout, poll).Should(Succeed())
 }
 
 // metricValue reads a gauge or counter.

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
+	"github.com/runbook-dev/runbook/test/testenv"
 )
 
 // createRaw creates an NSScaler from a spec given as plain JSON-like data, so
@@ -47,7 +48,7 @@ func TestValidationRejectsBadSpecs(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			name := fmt.Sprintf("invalid-%d", i)
+			name := testenv.RandomName(fmt.Sprintf("invalid-%d", i))
 			err := createRaw(name, tt.spec)
 			if err == nil {
 				_ = k8s.Delete(context.Background(), &scalingv1alpha1.NSScaler{ObjectMeta: metav1.ObjectMeta{Name: name}})
@@ -61,16 +62,17 @@ func TestValidationRejectsBadSpecs(t *testing.T) {
 func TestValidationAcceptsAndDefaults(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	g.Expect(createRaw("valid-defaults", map[string]any{"namespacePrefix": "valid-"})).To(Succeed())
+	defaults, full := testenv.RandomName("valid-defaults"), testenv.RandomName("valid-full")
+	g.Expect(createRaw(defaults, map[string]any{"namespacePrefix": prefix("valid")})).To(Succeed())
 	t.Cleanup(func() {
-		_ = k8s.Delete(ctx, &scalingv1alpha1.NSScaler{ObjectMeta: metav1.ObjectMeta{Name: "valid-defaults"}})
+		_ = k8s.Delete(ctx, &scalingv1alpha1.NSScaler{ObjectMeta: metav1.ObjectMeta{Name: defaults}})
 	})
 	var s scalingv1alpha1.NSScaler
-	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: "valid-defaults"}, &s)).To(Succeed())
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: defaults}, &s)).To(Succeed())
 	g.Expect(s.Spec.Kinds).To(Equal([]scalingv1alpha1.WorkloadKind{{Kind: "Deployment"}, {Kind: "StatefulSet"}}))
 	g.Expect(s.Spec.DeletionPolicy).To(Equal(scalingv1alpha1.DeletionPolicyRestore))
 
-	g.Expect(createRaw("valid-full", map[string]any{
+	g.Expect(createRaw(full, map[string]any{
 		"namespaceSelector": map[string]any{"matchLabels": map[string]any{"env": "dev"}},
 		"whitelist":         []any{"release-1"},
 		"kinds": []any{
@@ -81,6 +83,6 @@ func TestValidationAcceptsAndDefaults(t *testing.T) {
 		"deletionPolicy": "Keep",
 	})).To(Succeed())
 	t.Cleanup(func() {
-		_ = k8s.Delete(ctx, &scalingv1alpha1.NSScaler{ObjectMeta: metav1.ObjectMeta{Name: "valid-full"}})
+		_ = k8s.Delete(ctx, &scalingv1alpha1.NSScaler{ObjectMeta: metav1.ObjectMeta{Name: full}})
 	})
 }

@@ -8,8 +8,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 )
 
@@ -35,12 +33,14 @@ func TestTrimObjectKeepsWhatTheControllerReads(t *testing.T) {
 	}{
 		{"deployment", &appsv1.Deployment{ObjectMeta: meta(), Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](0), Template: template,
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}, Status: appsv1.DeploymentStatus{Replicas: 3}},
-			Workload{Kind: kindDeployment, Replicas: 0}, func(o any) Workload { return newDeploymentHandler(nil, nil, nil).toWorkload(o.(*appsv1.Deployment)) }},
+			Workload{Kind: kindDeployment, Replicas: 0}, func(o any) Workload { return newDeploymentHandler(workloadAccess{}).toWorkload(o.(*appsv1.Deployment)) }},
 		{"statefulset", &appsv1.StatefulSet{ObjectMeta: meta(), Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](2), Template: template}},
-			Workload{Kind: kindStatefulSet, Replicas: 2}, func(o any) Workload { return newStatefulSetHandler(nil, nil, nil).toWorkload(o.(*appsv1.StatefulSet)) }},
+			Workload{Kind: kindStatefulSet, Replicas: 2}, func(o any) Workload {
+				return newStatefulSetHandler(workloadAccess{}).toWorkload(o.(*appsv1.StatefulSet))
+			}},
 		{"cronjob", &batchv1.CronJob{ObjectMeta: meta(), Spec: batchv1.CronJobSpec{Schedule: "* * * * *", Suspend: ptr.To(true),
 			JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: template}}}},
-			Workload{Kind: kindCronJob, Suspend: true}, func(o any) Workload { return newCronJobHandler(nil, nil, nil).toWorkload(o.(*batchv1.CronJob)) }},
+			Workload{Kind: kindCronJob, Suspend: true}, func(o any) Workload { return newCronJobHandler(workloadAccess{}).toWorkload(o.(*batchv1.CronJob)) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -65,35 +65,5 @@ func TestTrimObjectKeepsWhatTheControllerReads(t *testing.T) {
 	ns, _ := trimObject(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Labels: map[string]string{"env": "dev"}, Annotations: map[string]string{"a": "b"}}})
 	if got := ns.(*corev1.Namespace); got.Labels["env"] != "dev" || got.Annotations != nil {
 		t.Fatalf("namespace trimmed to %+v; labels must stay (selectors read them)", got.ObjectMeta)
-	}
-}
-
-func TestWriterRateLimit(t *testing.T) {
-	base := &rest.Config{Host: "https://127.0.0.1:6443", QPS: 50, Burst: 100}
-	cases := []struct {
-		name        string
-		qps         float64
-		wantLimiter bool
-		wantQPS     float32
-	}{
-		{"default: no token bucket, the write concurrency bounds the writes", 0, false, 0},
-		{"--nsscaler-write-qps=20", 20, true, 20},
-		{"below one per second", 0.5, true, 0.5},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			cfg := writerRateLimit(rest.CopyConfig(base), tc.qps)
-			cs, err := kubernetes.NewForConfig(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rl := cs.AppsV1().RESTClient().GetRateLimiter()
-			if (rl != nil) != tc.wantLimiter {
-				t.Fatalf("rate limiter %v, want one: %v", rl, tc.wantLimiter)
-			}
-			if rl != nil && rl.QPS() != tc.wantQPS {
-				t.Fatalf("QPS %v, want %v", rl.QPS(), tc.wantQPS)
-			}
-		})
 	}
 }

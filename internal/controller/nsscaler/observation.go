@@ -1,0 +1,78 @@
+package nsscaler
+
+import (
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/sets"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
+)
+
+// observation is what one reconcile saw and did, for the status.
+type observation struct {
+	// generation, deleting and suspended describe the NSScaler the
+	// reconcile acted on; the status reports them even when it is written
+	// onto a fresher copy.
+	generation int64
+	deleting   bool
+	suspended  bool
+
+	plan            Plan
+	planErr         error
+	parkedWorkloads int32
+	pendingTargets  int32
+	controlled      int32
+	podsRemaining   int32
+	parkedKinds     []scalingv1alpha1.WorkloadKind
+	kindErrs        []error
+	// unrestorable counts kind errors that may hide parked objects (the kind
+	// exists but cannot be handled): deletion waits for them, and such kinds
+	// stay in status.parkedKinds (carried) so they are retried.
+	unrestorable     int
+	carried          []KindKey
+	previouslyParked sets.Set[KindKey]
+	workloadErrs     []error
+	invalid          []error
+}
+
+func newObservation(scaler *scalingv1alpha1.NSScaler) *observation {
+	return &observation{
+		generation: scaler.Generation,
+		deleting:   !scaler.DeletionTimestamp.IsZero(),
+		suspended:  scaler.Spec.Suspend,
+	}
+}
+
+// kindUnhandled records a kind that could not be handled this time. When
+// this NSScaler had parked objects of it and the kind still exists, they may
+// still need a restore: the kind stays in status.parkedKinds and deletion
+// waits. A kind that is no longer served has no objects left.
+func (o *observation) kindUnhandled(k KindKey, err error) {
+	o.kindErrs = append(o.kindErrs, err)
+	if k.Group == "" || (o.previouslyParked.Has(k) && !meta.IsNoMatchError(err)) {
+		o.unrestorable++
+		o.carried = append(o.carried, k)
+	}
+}
+
+// everythingRestored: no write failed and no kind may hide a parked object,
+// so a departing NSScaler can be released.
+func (o *observation) everythingRestored() bool {
+	return len(o.workloadErrs) == 0 && o.unrestorable == 0
+}
+
+// result is how the reconcile ends once the status is written: failed
+// writes are retried with backoff (the status already says what failed), an
+// unavailable kind after kindRetryAfter.
+func (o *observation) result() (ctrl.Result, error) {
+	if len(o.workloadErrs) > 0 {
+		return ctrl.Result{}, fmt.Errorf("%d workloads failed: %w", len(o.workloadErrs), errors.Join(o.workloadErrs...))
+	}
+	if len(o.kindErrs) > 0 {
+		return ctrl.Result{RequeueAfter: kindRetryAfter}, nil
+	}
+	return ctrl.Result{}, nil
+}

@@ -1,0 +1,183 @@
+package nsscaler
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// scaleHandler handles a custom resource with a scale subresource. The
+// replica count is read from the cached object at the CRD's specReplicasPath;
+// writes go through the scale subresource, so the annotation is written first
+// (its own merge patch) and the scale second. A crash between the two leaves
+// the original recorded and the workload running: the next reconcile parks it.
+type scaleHandler struct {
+	workloadAccess
+	kind         KindKey
+	gvk          schema.GroupVersionKind
+	replicasPath []string
+}
+
+func (h *scaleHandler) key() KindKey { return h.kind }
+
+func (h *scaleHandler) toWorkload(u *unstructured.Unstructured) Workload {
+	w := baseWorkload(h.kind, u)
+	r, found, err := unstructured.NestedInt64(u.Object, h.replicasPath...)
+	if err == nil && found {
+		w.Replicas = int32(r)
+	}
+	return w
+}
+
+func (h *scaleHandler) list(ctx context.Context) ([]Workload, error) {
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(h.gvk.GroupVersion().WithKind(h.gvk.Kind + "List"))
+	if err := h.cache.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing %s: %w", h.kind, err)
+	}
+	out := make([]Workload, 0, len(l.Items))
+	for i := range l.Items {
+		out = append(out, h.toWorkload(&l.Items[i]))
+	}
+	return out, nil
+}
+
+func (h *scaleHandler) newObj(namespace, name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(h.gvk)
+	u.SetNamespace(namespace)
+	u.SetName(name)
+	return u
+}
+
+func (h *scaleHandler) get(ctx context.Context, namespace, name string) (Workload, bool, error) {
+	u := h.newObj(namespace, name)
+	if err := h.apiReader.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			return Workload{}, false, nil
+		}
+		return Workload{}, false, fmt.Errorf("reading %s %s/%s: %w", h.kind, namespace, name, err)
+	}
+	return h.toWorkload(u), true, nil
+}
+
+func (h *scaleHandler) patchObject(ctx context.Context, w Workload, body []byte) (Workload, error) {
+	u := h.newObj(w.Namespace, w.Name)
+	if err := h.patcher.patch(ctx, u, body); err != nil {
+		return Workload{}, err
+	}
+	return h.toWorkload(u), nil
+}
+
+func (h *scaleHandler) scale(ctx context.Context, w Workload, replicas int32) (Workload, error) {
+	u := h.newObj(w.Namespace, w.Name)
+	body := []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas))
+	if err := h.patcher.patchScale(ctx, u, body); err != nil {
+		return Workload{}, fmt.Errorf("scaling %s %s/%s to %d: %w", h.kind, w.Namespace, w.Name, replicas, err)
+	}
+	// The response is the Scale object; its resourceVersion is the object's.
+	w.Replicas = replicas
+	w.ResourceVersion = u.GetResourceVersion()
+	return w, nil
+}
+
+func (h *scaleHandler) park(ctx context.Context, w Workload, record *Original) (Workload, error) {
+	if record != nil {
+		s := record.Encode()
+		var err error
+		if w, err = h.patchObject(ctx, w, mergePatch(w.ResourceVersion, &s, false, nil)); err != nil {
+			return Workload{}, err
+		}
+	}
+	if w.Replicas == 0 {
+		return w, nil
+	}
+	return h.scale(ctx, w, 0)
+}
+
+func (h *scaleHandler) restore(ctx context.Context, w Workload, orig Original) (Workload, error) {
+	if w.Replicas != *orig.Replicas {
+		var err error
+		if w, err = h.scale(ctx, w, *orig.Replicas); err != nil {
+			return Workload{}, err
+		}
+	}
+	// Only the annotation's own removal; the scale is already restored.
+	return h.patchObject(ctx, w, mergePatch("", nil, true, nil))
+}
+
+// specReplicasPath reads the CRD of gvk (as unstructured, so no extra types
+// are needed) and returns the field path of its scale subresource's
+// specReplicasPath, e.g. [spec replicas].
+func specReplicasPath(ctx context.Context, apiReader client.Reader, gvk schema.GroupVersionKind, plural string) ([]string, error) {
+	crd := &unstructured.Unstructured{}
+	crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+	if err := apiReader.Get(ctx, client.ObjectKey{Name: plural + "." + gvk.Group}, crd); err != nil {
+		return nil, fmt.Errorf("reading CRD %s.%s: %w", plural, gvk.Group, err)
+	}
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	for _, v := range versions {
+		vm, ok := v.(map[string]any)
+		if !ok || vm["name"] != gvk.Version {
+			continue
+		}
+		p, found, _ := unstructured.NestedString(vm, "subresources", "scale", "specReplicasPath")
+		if !found || !strings.HasPrefix(p, ".") {
+			return nil, fmt.Errorf("%s %s has no scale subresource", gvk.Kind, gvk.GroupVersion())
+		}
+		return strings.Split(strings.TrimPrefix(p, "."), "."), nil
+	}
+	return nil, fmt.Errorf("CRD %s.%s does not serve version %s", plural, gvk.Group, gvk.Version)
+}
+
+// customKinds hands out the handlers of custom-resource kinds, resolving
+// each kind and starting its watch the first time it is needed.
+type customKinds struct {
+	mapper meta.RESTMapper
+	access workloadAccess
+	// watch starts the controller's watch of a kind (an empty object of it).
+	watch func(client.Object) error
+
+	mu       sync.Mutex
+	handlers map[KindKey]*scaleHandler
+}
+
+func newCustomKinds(mapper meta.RESTMapper, access workloadAccess, watch func(client.Object) error) *customKinds {
+	return &customKinds{mapper: mapper, access: access, watch: watch, handlers: map[KindKey]*scaleHandler{}}
+}
+
+// handler returns the handler of a custom-resource kind. It fails (and is
+// retried on the next reconcile) while the kind is not served or has no
+// scale subresource.
+func (c *customKinds) handler(ctx context.Context, k KindKey) (*scaleHandler, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h, ok := c.handlers[k]; ok {
+		return h, nil
+	}
+	mapping, err := c.mapper.RESTMapping(schema.GroupKind{Group: k.Group, Kind: k.Kind})
+	if err != nil {
+		return nil, fmt.Errorf("resolving kind %s: %w", k, err)
+	}
+	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+		return nil, fmt.Errorf("kind %s is not namespaced", k)
+	}
+	path, err := specReplicasPath(ctx, c.access.apiReader, mapping.GroupVersionKind, mapping.Resource.Resource)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(mapping.GroupVersionKind)
+	if err := c.watch(u); err != nil {
+		return nil, fmt.Errorf("watching %s: %w", k, err)
+	}
+	h := &scaleHandler{workloadAccess: c.access, kind: k, gvk: mapping.GroupVersionKind, replicasPath: path}
+	c.handlers[k] = h
+	return h, nil
+}

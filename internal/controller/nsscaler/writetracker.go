@@ -1,0 +1,56 @@
+package nsscaler
+
+import (
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+)
+
+// writeTracker remembers the state the controller itself wrote, per object,
+// until the informer cache has caught up with it. A reconcile that runs while
+// the cache is still behind its own writes then decides on what it wrote, not
+// on the stale copy, and does not write the same change twice.
+type writeTracker struct {
+	mu      sync.Mutex
+	written map[types.UID]Workload
+}
+
+func newWriteTracker() *writeTracker { return &writeTracker{written: map[types.UID]Workload{}} }
+
+func (t *writeTracker) record(w Workload) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.written[w.UID] = w
+}
+
+// freshest returns the newer of the cached copy and the last written state,
+// forgetting the written state once the cache has reached it.
+func (t *writeTracker) freshest(cached Workload) Workload {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	w, ok := t.written[cached.UID]
+	if !ok {
+		return cached
+	}
+	cmp, err := resourceversion.CompareResourceVersion(cached.ResourceVersion, w.ResourceVersion)
+	if err == nil && cmp < 0 {
+		return w
+	}
+	delete(t.written, cached.UID)
+	return cached
+}
+
+// forget drops entries of objects of kind k that are gone.
+func (t *writeTracker) forget(k KindKey, seen map[types.UID]struct{}) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for uid, w := range t.written {
+		if w.Kind != k {
+			continue
+		}
+		if _, ok := seen[uid]; !ok {
+			delete(t.written, uid)
+		}
+	}
+}
