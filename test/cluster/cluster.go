@@ -30,6 +30,11 @@ type Options struct {
 	Nodes int
 	// NamePrefix names the cluster (a random suffix keeps parallel runs apart).
 	NamePrefix string
+	// AuditPolicy, when set, is the content of an audit policy
+	// (audit.k8s.io/v1 Policy, YAML) the kube-apiserver logs requests by;
+	// Cluster.AuditLog names the JSON-lines log it writes. Empty: no
+	// auditing, as before.
+	AuditPolicy string
 }
 
 // Cluster is a running kwokctl cluster.
@@ -39,6 +44,7 @@ type Cluster struct {
 	Config     *rest.Config
 	workdir    string
 	env        []string
+	audit      bool
 }
 
 var binaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok", "kwokctl"}
@@ -90,7 +96,16 @@ func start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(config, []byte(configYAML(bin, ports)), 0o600); err != nil {
+	yaml := configYAML(bin, ports)
+	if opts.AuditPolicy != "" {
+		policy := filepath.Join(workdir, "audit-policy.yaml")
+		if err := os.WriteFile(policy, []byte(opts.AuditPolicy), 0o600); err != nil {
+			return nil, err
+		}
+		yaml += fmt.Sprintf("  kubeAuditPolicy: %s\n", policy)
+		c.audit = true
+	}
+	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
 		return nil, err
 	}
 	// --kubeconfig keeps kwokctl away from the user's ~/.kube/config.
@@ -180,6 +195,16 @@ func (c *Cluster) Stop() {
 	}
 	_ = os.RemoveAll(c.workdir)
 	c.workdir = ""
+}
+
+// AuditLog is the path of the kube-apiserver's audit log (one JSON event a
+// line, audit.k8s.io/v1), or "" when the cluster was started without
+// Options.AuditPolicy. It grows while the cluster runs and is removed by Stop.
+func (c *Cluster) AuditLog() string {
+	if !c.audit {
+		return ""
+	}
+	return filepath.Join(c.workdir, "clusters", c.Name, "logs", "audit.log")
 }
 
 // Kubectl runs the built kubectl against the cluster and returns its stdout.

@@ -15,7 +15,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -34,10 +33,9 @@ import (
 // reporter status.ReporterName(Name).
 const Name = "memcached"
 
-// DefaultFieldManager is status.FieldOwner(Name), spelled out as a constant
-// for callers that build a Reconciler by hand instead of through Setup
-// (test/bench/memcached).
-const DefaultFieldManager = "runbook-" + Name
+// FieldManager is the field manager of every write: status.FieldOwner(Name),
+// a constant so that it can never change.
+const FieldManager = "runbook-" + Name
 
 // defaultMaxConcurrentReconciles is the parallelism of Setup when Options
 // leave it at 0.
@@ -53,21 +51,17 @@ type Options struct {
 }
 
 // Reconciler reconciles Memcached objects. Setup builds it from the
-// manager; a test may build one by hand from these fields.
+// manager; a unit test may build one by hand from these fields.
 type Reconciler struct {
 	// Client reads from the manager's cache and writes to the apiserver.
 	Client client.Client
 	// Status writes the status subresource, from fresh data and with an
-	// optimistic lock. SetupWithManager builds it on the manager's APIReader
-	// when nil.
+	// optimistic lock.
 	Status *status.Writer
-	// Recorder emits events on the Memcached objects; nil drops them.
-	Recorder events.EventRecorder
+	// Events records events on the Memcached objects.
+	Events status.Events
 	// Clock stamps condition transitions.
 	Clock clock.PassiveClock
-	// FieldManager is the field manager of every write (DefaultFieldManager
-	// when empty).
-	FieldManager string
 	// MaxConcurrentReconciles is the number of Memcached objects reconciled
 	// in parallel (1 when 0).
 	MaxConcurrentReconciles int
@@ -84,13 +78,12 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	}
 	r := &Reconciler{
 		Client:                  mgr.GetClient(),
-		Status:                  status.NewWriter(mgr.GetClient(), mgr.GetAPIReader(), status.FieldOwner(Name)),
-		Recorder:                mgr.GetEventRecorder(status.ReporterName(Name)),
+		Status:                  status.NewWriter(mgr.GetClient(), mgr.GetAPIReader(), FieldManager),
+		Events:                  status.Events{Recorder: mgr.GetEventRecorder(status.ReporterName(Name))},
 		Clock:                   opts.Clock,
-		FieldManager:            status.FieldOwner(Name),
 		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 	}
-	if err := r.SetupWithManager(mgr); err != nil {
+	if err := r.register(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the %s controller: %w", Name, err)
 	}
 	return r, nil
@@ -135,21 +128,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{}, nil
 }
 
-// SetupWithManager registers the controller, taking what a hand-built
-// Reconciler leaves unset from mgr. Besides the Memcached objects it watches
+// register adds the controller and its watches to mgr. Besides the Memcached objects it watches
 // Deployments, Services and PodDisruptionBudgets by name (so a foreign
 // object that goes away unblocks the Memcached of the same name), and the
 // EndpointSlices of the owned Services (for status.servers).
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if r.Client == nil {
-		r.Client = mgr.GetClient()
-	}
-	if r.Clock == nil {
-		r.Clock = clock.RealClock{}
-	}
-	if r.Status == nil {
-		r.Status = status.NewWriter(r.Client, mgr.GetAPIReader(), r.fieldManager())
-	}
+func (r *Reconciler) register(mgr ctrl.Manager) error {
 	sameName := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		return r.memcachedNamed(ctx, o.GetNamespace(), o.GetName())
 	})
@@ -163,13 +146,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)}).
 		Named(Name).
 		Complete(r)
-}
-
-func (r *Reconciler) fieldManager() string {
-	if r.FieldManager == "" {
-		return DefaultFieldManager
-	}
-	return r.FieldManager
 }
 
 // memcachedOfSlice maps an EndpointSlice of an owned Service (the Service's

@@ -60,11 +60,10 @@ func newLaggingCache(t *testing.T, objs ...client.Object) *laggingCache {
 // the cache, fresh reads (the APIReader) from the server.
 func (lc *laggingCache) newReconciler(clk *clocktesting.FakePassiveClock, recorder events.EventRecorder) *Reconciler {
 	return &Reconciler{
-		Client:       lc.cached,
-		Status:       status.NewWriter(lc.cached, lc.server, status.FieldOwner(Name)),
-		Recorder:     recorder,
-		Clock:        clk,
-		FieldManager: status.FieldOwner(Name),
+		Client: lc.cached,
+		Status: status.NewWriter(lc.cached, lc.server, status.FieldOwner(Name)),
+		Events: status.Events{Recorder: recorder},
+		Clock:  clk,
 	}
 }
 
@@ -225,8 +224,8 @@ func TestForeignObjectWarnsOnTheTransitionOnly(t *testing.T) {
 }
 
 func TestNamesAreTheKitsAndUnchanged(t *testing.T) {
-	if DefaultFieldManager != status.FieldOwner(Name) || DefaultFieldManager != "runbook-memcached" {
-		t.Errorf("field manager %q, want status.FieldOwner(%q) = runbook-memcached", DefaultFieldManager, Name)
+	if FieldManager != status.FieldOwner(Name) || FieldManager != "runbook-memcached" {
+		t.Errorf("field manager %q, want status.FieldOwner(%q) = runbook-memcached", FieldManager, Name)
 	}
 	if got := status.ReporterName(Name); got != "memcached-controller" {
 		t.Errorf("reporter %q, want memcached-controller", got)

@@ -52,7 +52,7 @@ func (r *Reconciler) applyDeployment(ctx context.Context, mc *cachev1alpha1.Memc
 	}
 	var owned *appsv1ac.DeploymentApplyConfiguration
 	if live != nil {
-		if owned, err = appsv1ac.ExtractDeployment(live, r.fieldManager()); err != nil {
+		if owned, err = appsv1ac.ExtractDeployment(live, FieldManager); err != nil {
 			return nil, fmt.Errorf("extracting owned fields: %w", err)
 		}
 	}
@@ -83,14 +83,14 @@ func (r *Reconciler) reportDeploymentChange(mc *cachev1alpha1.Memcached, s setti
 		if live.Spec.Replicas != nil {
 			from = *live.Spec.Replicas
 		}
-		r.events().Normal(mc, nil, cachev1alpha1.EventScaled, "Scale", "Scaled Deployment %s from %d to %d instances", mc.Name, from, s.Size)
+		r.Events.Normal(mc, nil, cachev1alpha1.EventScaled, "Scale", "Scaled Deployment %s from %d to %d instances", mc.Name, from, s.Size)
 	}
 	switch oldHash := live.Spec.Template.Annotations[AnnotationConfigHash]; {
 	case oldHash != configHash(s):
-		r.events().Normal(mc, nil, cachev1alpha1.EventConfigRollout, "Rollout",
+		r.Events.Normal(mc, nil, cachev1alpha1.EventConfigRollout, "Rollout",
 			"Rolling the instances of Deployment %s to configuration %s (was %q), one at a time", mc.Name, configHash(s), oldHash)
 	case !scaled:
-		r.events().Normal(mc, nil, cachev1alpha1.EventDriftCorrected, "Update", "Restored the fields of Deployment %s that were changed outside the controller", mc.Name)
+		r.Events.Normal(mc, nil, cachev1alpha1.EventDriftCorrected, "Update", "Restored the fields of Deployment %s that were changed outside the controller", mc.Name)
 	}
 }
 

@@ -23,10 +23,6 @@ func warningFor(degradedReason string) (string, bool) {
 	return "", false
 }
 
-func (r *Reconciler) events() status.Events {
-	return status.Events{Recorder: r.Recorder}
-}
-
 // eventForApply records a creation (reported in one event per reconcile
 // by reportCreated) or emits DriftCorrected for an update.
 func (r *Reconciler) eventForApply(mc *cachev1alpha1.Memcached, obs *observation, kind string, created, applied bool) {
@@ -35,7 +31,7 @@ func (r *Reconciler) eventForApply(mc *cachev1alpha1.Memcached, obs *observation
 	case created:
 		obs.created = append(obs.created, kind)
 	default:
-		r.events().Normal(mc, nil, cachev1alpha1.EventDriftCorrected, "Update", "Restored the fields of %s %s that differ from the spec", kind, mc.Name)
+		r.Events.Normal(mc, nil, cachev1alpha1.EventDriftCorrected, "Update", "Restored the fields of %s %s that differ from the spec", kind, mc.Name)
 	}
 }
 
@@ -45,7 +41,7 @@ func (r *Reconciler) reportCreated(mc *cachev1alpha1.Memcached, obs *observation
 	if len(obs.created) == 0 {
 		return
 	}
-	r.events().Normal(mc, nil, cachev1alpha1.EventCreated, "Create", "Created %s (all named %s)", strings.Join(obs.created, ", "), mc.Name)
+	r.Events.Normal(mc, nil, cachev1alpha1.EventCreated, "Create", "Created %s (all named %s)", strings.Join(obs.created, ", "), mc.Name)
 	obs.created = nil
 }
 
@@ -58,6 +54,6 @@ func (r *Reconciler) reportDegraded(mc *cachev1alpha1.Memcached, before []metav1
 	}
 	after := meta.FindStatusCondition(mc.Status.Conditions, cachev1alpha1.ConditionDegraded)
 	if reason, ok := warningFor(after.Reason); ok && after.Status == metav1.ConditionTrue {
-		r.events().Warning(mc, nil, reason, "Reconcile", "%s", after.Message)
+		r.Events.Warning(mc, nil, reason, "Reconcile", "%s", after.Message)
 	}
 }

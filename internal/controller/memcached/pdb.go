@@ -35,7 +35,7 @@ func (r *Reconciler) reconcilePDB(ctx context.Context, mc *cachev1alpha1.Memcach
 	}
 	var owned *policyv1ac.PodDisruptionBudgetApplyConfiguration
 	if pdb != nil {
-		if owned, err = policyv1ac.ExtractPodDisruptionBudget(pdb, r.fieldManager()); err != nil {
+		if owned, err = policyv1ac.ExtractPodDisruptionBudget(pdb, FieldManager); err != nil {
 			return fmt.Errorf("extracting owned fields: %w", err)
 		}
 	}
@@ -56,7 +56,7 @@ func (r *Reconciler) deletePDB(ctx context.Context, mc *cachev1alpha1.Memcached,
 	if err := r.Client.Delete(ctx, pdb, client.Preconditions{UID: &pdb.UID, ResourceVersion: &pdb.ResourceVersion}); client.IgnoreNotFound(err) != nil {
 		return err
 	}
-	r.events().Normal(mc, nil, cachev1alpha1.EventDeleted, "Delete", "Deleted PodDisruptionBudget %s: it is disabled or size is at most 1", mc.Name)
+	r.Events.Normal(mc, nil, cachev1alpha1.EventDeleted, "Delete", "Deleted PodDisruptionBudget %s: it is disabled or size is at most 1", mc.Name)
 	return nil
 }
 

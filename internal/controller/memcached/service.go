@@ -55,9 +55,9 @@ func (r *Reconciler) applyService(ctx context.Context, mc *cachev1alpha1.Memcach
 			return fmt.Errorf("repairing ports of Service %s: %w", key, err)
 		}
 		if fixed {
-			r.events().Normal(mc, nil, cachev1alpha1.EventDriftCorrected, "Update", "Removed ports of Service %s that reuse the names of its own ports", mc.Name)
+			r.Events.Normal(mc, nil, cachev1alpha1.EventDriftCorrected, "Update", "Removed ports of Service %s that reuse the names of its own ports", mc.Name)
 		}
-		if owned, err = corev1ac.ExtractService(live, r.fieldManager()); err != nil {
+		if owned, err = corev1ac.ExtractService(live, FieldManager); err != nil {
 			return fmt.Errorf("extracting owned fields of Service %s: %w", key, err)
 		}
 	}
@@ -125,7 +125,7 @@ func (r *Reconciler) removeClashingPorts(ctx context.Context, svc *corev1.Servic
 	if err != nil {
 		return false, err
 	}
-	if err := r.Client.Patch(ctx, svc, client.RawPatch(types.JSONPatchType, body), client.FieldOwner(r.fieldManager())); err != nil {
+	if err := r.Client.Patch(ctx, svc, client.RawPatch(types.JSONPatchType, body), client.FieldOwner(FieldManager)); err != nil {
 		return false, err
 	}
 	return true, nil

@@ -89,7 +89,7 @@ func (r *Reconciler) applyServiceMonitor(ctx context.Context, mc *cachev1alpha1.
 	if live != nil && isSubset(desired.Object, live.Object) {
 		return nil
 	}
-	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(r.fieldManager()), client.ForceOwnership); err != nil {
+	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying ServiceMonitor: %w", err)
 	}
 	r.eventForApply(mc, obs, "ServiceMonitor", live == nil, true)
@@ -106,7 +106,7 @@ func (r *Reconciler) deleteServiceMonitor(ctx context.Context, mc *cachev1alpha1
 	if err := r.Client.Delete(ctx, live, client.Preconditions{UID: &uid, ResourceVersion: &rv}); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting ServiceMonitor: %w", err)
 	}
-	r.events().Normal(mc, nil, cachev1alpha1.EventDeleted, "Delete", "Deleted ServiceMonitor %s: it is disabled", mc.Name)
+	r.Events.Normal(mc, nil, cachev1alpha1.EventDeleted, "Delete", "Deleted ServiceMonitor %s: it is disabled", mc.Name)
 	return nil
 }
 

@@ -29,7 +29,7 @@ func (r *Reconciler) applyIfChanged(ctx context.Context, desired runtime.ApplyCo
 		have, _ := json.Marshal(owned)
 		logger.Info("owned fields differ from the spec; applying", "desired", string(want), "owned", string(have))
 	}
-	if err := r.Client.Apply(ctx, desired, client.FieldOwner(r.fieldManager()), client.ForceOwnership); err != nil {
+	if err := r.Client.Apply(ctx, desired, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 		return false, err
 	}
 	return true, nil

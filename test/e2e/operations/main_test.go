@@ -23,8 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -102,7 +100,7 @@ func setup(ctx context.Context) error {
 		return fmt.Errorf("requesting a token for the ServiceAccount: %w", err)
 	}
 	saKubeconfig = filepath.Join(workDir, "serviceaccount.kubeconfig")
-	return writeTokenKubeconfig(kc.Kubeconfig, saKubeconfig, strings.TrimSpace(token))
+	return cluster.WriteTokenKubeconfig(kc.Kubeconfig, saKubeconfig, strings.TrimSpace(token))
 }
 
 // installRBAC applies config/rbac as config/default would, with the
@@ -134,35 +132,6 @@ func installRBAC(ctx context.Context) error {
 		return fmt.Errorf("applying config/rbac: %w", err)
 	}
 	return nil
-}
-
-// writeTokenKubeconfig writes a kubeconfig with the admin kubeconfig's
-// server and CA and a bearer token as the only credential.
-func writeTokenKubeconfig(admin, out, token string) error {
-	cfg, err := clientcmd.LoadFromFile(admin)
-	if err != nil {
-		return err
-	}
-	cur := cfg.Contexts[cfg.CurrentContext]
-	if cur == nil {
-		return fmt.Errorf("%s has no current context", admin)
-	}
-	src := cfg.Clusters[cur.Cluster]
-	if src == nil {
-		return fmt.Errorf("%s has no cluster %q", admin, cur.Cluster)
-	}
-	ca := src.CertificateAuthorityData
-	if len(ca) == 0 && src.CertificateAuthority != "" {
-		if ca, err = os.ReadFile(src.CertificateAuthority); err != nil {
-			return err
-		}
-	}
-	sa := clientcmdapi.NewConfig()
-	sa.Clusters["ops"] = &clientcmdapi.Cluster{Server: src.Server, CertificateAuthorityData: ca, InsecureSkipTLSVerify: len(ca) == 0 && src.InsecureSkipTLSVerify}
-	sa.AuthInfos["manager"] = &clientcmdapi.AuthInfo{Token: token}
-	sa.Contexts["manager"] = &clientcmdapi.Context{Cluster: "ops", AuthInfo: "manager"}
-	sa.CurrentContext = "manager"
-	return clientcmd.WriteToFile(*sa, out)
 }
 
 // startManager runs the manager binary and stops it (SIGTERM) when the test
