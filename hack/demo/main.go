@@ -28,68 +28,102 @@ func main() {
 	}
 }
 
+// demo is one run: where the repository is and how to report progress.
+type demo struct {
+	root  string
+	start time.Time
+}
+
+func (d *demo) say(format string, args ...any) {
+	fmt.Printf("==> [%5.1fs] %s\n", time.Since(d.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
 func run(nodes int, applySamples, exitAfterReady bool) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	root := testenv.RepoRoot()
-	start := time.Now()
-	say := func(format string, args ...any) {
-		fmt.Printf("==> [%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
-	}
-
-	say("building the manager (go build ./cmd)")
-	bin, err := cluster.BuildManager(ctx, filepath.Join(root, "bin"))
+	d := &demo{root: testenv.RepoRoot(), start: time.Now()}
+	d.say("building the manager (go build ./cmd)")
+	bin, err := cluster.BuildManager(ctx, filepath.Join(d.root, "bin"))
 	if err != nil {
 		return err
 	}
-	say("starting a local cluster: etcd, kube-apiserver, controller-manager, scheduler, %d kwok nodes (~15 s)", nodes)
+	d.say("starting a local cluster: etcd, kube-apiserver, controller-manager, scheduler, %d kwok nodes (~15 s)", nodes)
 	c, err := cluster.Start(ctx, cluster.Options{Nodes: nodes, NamePrefix: "runbook-demo"})
 	if err != nil {
 		return err
 	}
 	defer func() {
-		say("tearing the cluster down")
+		d.say("tearing the cluster down")
 		c.Stop()
-		say("done: cluster processes stopped and its work directory removed")
+		d.say("done: cluster processes stopped and its work directory removed")
 	}()
-	say("installing CRDs")
-	if out, err := c.Kubectl(ctx, "apply", "--server-side", "-f", filepath.Join(root, "config", "crd", "bases")); err != nil {
-		return err
-	} else {
-		fmt.Print(out)
-	}
-	// The manager's own namespace holds its fingerprint key.
-	if _, err := c.Kubectl(ctx, "create", "namespace", "runbook-system"); err != nil {
+	if err := d.prepare(ctx, c); err != nil {
 		return err
 	}
-	say("starting the manager (all controllers; probes may reach this machine's MariaDB and PostgreSQL, nothing else on loopback)")
-	m, err := cluster.StartManager(ctx, bin, c.Kubeconfig,
-		"--exec-probe-dir", filepath.Join(root, "hack", "demo", "probes"),
-		"--operator-namespace", "runbook-system",
-		"--probe-allow", "127.0.0.1:3306,127.0.0.1:5432")
+	m, err := d.startManager(ctx, c, bin)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		say("stopping the manager (SIGTERM)")
+		d.say("stopping the manager (SIGTERM)")
 		if err := m.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "manager:", err)
 		}
 	}()
-	say("manager ready: %s/readyz answers 200", m.HealthURL)
 	if applySamples {
-		say("applying demo workloads (proj-a, proj-b, proj-c) and config/samples")
-		for _, args := range [][]string{
-			{"-f", filepath.Join(root, "hack", "demo", "workloads.yaml")},
-			{"-k", filepath.Join(root, "config", "samples")},
-		} {
-			out, err := c.Kubectl(ctx, append([]string{"apply", "--server-side"}, args...)...)
-			if err != nil {
-				return err
-			}
-			fmt.Print(out)
+		if err := d.applySamples(ctx, c); err != nil {
+			return err
 		}
 	}
+	printTryIt(c.Kubeconfig)
+	if exitAfterReady {
+		return nil
+	}
+	return streamLogs(ctx, m)
+}
+
+// prepare installs the CRDs and the manager's own namespace (it holds the
+// fingerprint key).
+func (d *demo) prepare(ctx context.Context, c *cluster.Cluster) error {
+	d.say("installing CRDs")
+	out, err := c.Kubectl(ctx, "apply", "--server-side", "-f", filepath.Join(d.root, "config", "crd", "bases"))
+	if err != nil {
+		return err
+	}
+	fmt.Print(out)
+	_, err = c.Kubectl(ctx, "create", "namespace", "runbook-system")
+	return err
+}
+
+func (d *demo) startManager(ctx context.Context, c *cluster.Cluster, bin string) (*cluster.Manager, error) {
+	d.say("starting the manager (all controllers; probes may reach this machine's MariaDB and PostgreSQL, nothing else on loopback)")
+	m, err := cluster.StartManager(ctx, bin, c.Kubeconfig,
+		"--exec-probe-dir", filepath.Join(d.root, "hack", "demo", "probes"),
+		"--operator-namespace", "runbook-system",
+		"--probe-allow", "127.0.0.1:3306,127.0.0.1:5432")
+	if err != nil {
+		return nil, err
+	}
+	d.say("manager ready: %s/readyz answers 200", m.HealthURL)
+	return m, nil
+}
+
+func (d *demo) applySamples(ctx context.Context, c *cluster.Cluster) error {
+	d.say("applying demo workloads (proj-a, proj-b, proj-c) and config/samples")
+	for _, args := range [][]string{
+		{"-f", filepath.Join(d.root, "hack", "demo", "workloads.yaml")},
+		{"-k", filepath.Join(d.root, "config", "samples")},
+	} {
+		out, err := c.Kubectl(ctx, append([]string{"apply", "--server-side"}, args...)...)
+		if err != nil {
+			return err
+		}
+		fmt.Print(out)
+	}
+	return nil
+}
+
+func printTryIt(kubeconfig string) {
 	kubectl := filepath.Join(testenv.BinDir(), "kubectl")
 	fmt.Printf(`
 Runbook is running against a local cluster.
@@ -100,10 +134,11 @@ Try:
   %[2]s --kubeconfig %[1]s describe memcached -A
 Manager logs stream below. Press Ctrl-C to stop and tear everything down.
 
-`, c.Kubeconfig, kubectl)
-	if exitAfterReady {
-		return nil
-	}
+`, kubeconfig, kubectl)
+}
+
+// streamLogs prints the manager's logs until Ctrl-C or the manager exits.
+func streamLogs(ctx context.Context, m *cluster.Manager) error {
 	logs := m.Logs()
 	fmt.Print(logs)
 	printed := len(logs)

@@ -76,12 +76,39 @@ func start(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.NamePrefix == "" {
 		opts.NamePrefix = "runbook"
 	}
+	c, config, err := newCluster(opts)
+	if err != nil {
+		return nil, err
+	}
+	// --kubeconfig keeps kwokctl away from the user's ~/.kube/config.
+	if _, err := c.kwokctl(ctx, "create", "cluster", "--config", config, "--wait", "2m",
+		"--kubeconfig", filepath.Join(c.workdir, "kubeconfig.yaml")); err != nil {
+		return nil, c.failStart(err)
+	}
+	if _, err := c.kwokctl(ctx, "scale", "node", "--replicas", fmt.Sprint(opts.Nodes)); err != nil {
+		return nil, c.failStart(err)
+	}
+	c.Kubeconfig = filepath.Join(c.workdir, "clusters", c.Name, "kubeconfig.yaml")
+	c.Config, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	if err != nil {
+		return nil, c.failStart(fmt.Errorf("loading kubeconfig of cluster %s: %w", c.Name, err))
+	}
+	c.Config.QPS, c.Config.Burst = 500, 1000
+	if err := c.waitUsable(ctx); err != nil {
+		return nil, c.failStart(err)
+	}
+	return c, nil
+}
+
+// newCluster names the cluster, makes its work directory and writes its
+// kwokctl configuration (explicit free ports, the built binaries).
+func newCluster(opts Options) (*Cluster, string, error) {
 	suffix := make([]byte, 4)
 	_, _ = rand.Read(suffix)
 	name := fmt.Sprintf("%s-%s", opts.NamePrefix, hex.EncodeToString(suffix))
 	workdir, err := os.MkdirTemp("", "kwok-"+name+"-")
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	bin := testenv.BinDir()
 	c := &Cluster{
@@ -91,47 +118,33 @@ func start(ctx context.Context, opts Options) (*Cluster, error) {
 		// machines is not a real kubectl, so the built one must come first.
 		env: append(os.Environ(), "KWOK_WORKDIR="+workdir, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH")),
 	}
-	config := filepath.Join(workdir, "kwokctl.yaml")
 	ports, err := freePorts(6)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	yaml := configYAML(bin, ports)
 	if opts.AuditPolicy != "" {
 		policy := filepath.Join(workdir, "audit-policy.yaml")
 		if err := os.WriteFile(policy, []byte(opts.AuditPolicy), 0o600); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		yaml += fmt.Sprintf("  kubeAuditPolicy: %s\n", policy)
 		c.audit = true
 	}
-	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
-		return nil, err
-	}
-	// --kubeconfig keeps kwokctl away from the user's ~/.kube/config.
-	if _, err := c.kwokctl(ctx, "create", "cluster", "--config", config, "--wait", "2m",
-		"--kubeconfig", filepath.Join(workdir, "kubeconfig.yaml")); err != nil {
-		return nil, c.failStart(err)
-	}
-	if _, err := c.kwokctl(ctx, "scale", "node", "--replicas", fmt.Sprint(opts.Nodes)); err != nil {
-		return nil, c.failStart(err)
-	}
-	c.Kubeconfig = filepath.Join(workdir, "clusters", name, "kubeconfig.yaml")
-	c.Config, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
-	if err != nil {
-		return nil, c.failStart(fmt.Errorf("loading kubeconfig of cluster %s: %w", name, err))
-	}
-	c.Config.QPS, c.Config.Burst = 500, 1000
+	config := filepath.Join(workdir, "kwokctl.yaml")
+	return c, config, os.WriteFile(config, []byte(yaml), 0o600)
+}
+
+// waitUsable waits for Ready nodes and for the "default" ServiceAccount,
+// which the controller-manager's serviceaccount controller creates: its
+// presence proves the controller-manager runs (and pods can be admitted,
+// which needs that account).
+func (c *Cluster) waitUsable(ctx context.Context) error {
 	if _, err := c.Kubectl(ctx, "wait", "--for=condition=Ready", "node", "--all", "--timeout=180s"); err != nil {
-		return nil, c.failStart(err)
+		return err
 	}
-	// The "default" ServiceAccount is created by the controller-manager's
-	// serviceaccount controller: its presence proves the controller-manager
-	// runs (and pods can be admitted, which needs that account).
-	if _, err := c.Kubectl(ctx, "wait", "--for=create", "serviceaccount/default", "-n", "default", "--timeout=120s"); err != nil {
-		return nil, c.failStart(err)
-	}
-	return c, nil
+	_, err := c.Kubectl(ctx, "wait", "--for=create", "serviceaccount/default", "-n", "default", "--timeout=120s")
+	return err
 }
 
 // failStart tears a half-started cluster down and returns err with the tail
