@@ -86,7 +86,9 @@ func (d *DB) run(ctx context.Context, query string, h hash.Hash) (sum []byte, er
 	sum, err = d.inSession(ctx, conn, query, h)
 	if err != nil {
 		// Whatever the failure left in the session or on the wire, the
-		// next query starts on a new connection.
+		// next query starts on a new connection, and what the driver
+		// still reads from this one in the background counts for nothing.
+		d.wire.retire()
 		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 	}
 	_ = conn.Close()

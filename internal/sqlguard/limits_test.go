@@ -2,6 +2,8 @@ package sqlguard
 
 import (
 	"context"
+	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -140,4 +142,23 @@ func running(t *testing.T, be backend) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// A driver that keeps reading a connection it is closing in the background
+// (pgx drains it while sending Terminate) must not spend the next query's
+// budget: reads of a retired connection fail and count for nothing.
+func TestRetiredConnectionReadsCountForNothing(t *testing.T) {
+	w := &wire{limit: 10}
+	server, client := net.Pipe()
+	defer server.Close()
+	old := &meteredConn{Conn: client, w: w, generation: w.generation.Load()}
+	w.retire()
+	w.reset()
+	go func() { _, _ = server.Write(make([]byte, 100)) }()
+	if _, err := old.Read(make([]byte, 100)); !errors.Is(err, errRetired) {
+		t.Fatalf("read of a retired connection: %v", err)
+	}
+	if w.used.Load() != 0 || w.tripped.Load() {
+		t.Fatalf("the retired connection spent the budget: used %d, tripped %v", w.used.Load(), w.tripped.Load())
+	}
 }

@@ -16,12 +16,21 @@ type wire struct {
 	limit   int64
 	used    atomic.Int64
 	tripped atomic.Bool
+	// generation retires connections: one dialled before the last retire
+	// reads nothing more. A driver may still read from a connection it is
+	// closing in the background (pgx drains it while it sends Terminate);
+	// those reads must neither count against the next query's budget nor
+	// trip it.
+	generation atomic.Uint64
 
 	mu     sync.Mutex
 	denied error // the caller's refusal of an address during this query
 }
 
-var errWireLimit = errors.New("sqlguard: read limit reached")
+var (
+	errWireLimit = errors.New("sqlguard: read limit reached")
+	errRetired   = errors.New("sqlguard: connection retired after an error")
+)
 
 // reset starts a new query's budget; DB serialises queries, so there is one
 // query at a time to count for.
@@ -32,6 +41,10 @@ func (w *wire) reset() {
 	w.denied = nil
 	w.mu.Unlock()
 }
+
+// retire makes every connection dialled so far read nothing more; the
+// next query dials a new one.
+func (w *wire) retire() { w.generation.Add(1) }
 
 // trip makes every further read fail, so that closing rows early does not
 // make the driver drain the rest of a hostile result.
@@ -54,16 +67,20 @@ func (w *wire) dialer(next DialFunc, isDenied func(error) bool) DialFunc {
 			}
 			return nil, err
 		}
-		return &meteredConn{Conn: c, w: w}, nil
+		return &meteredConn{Conn: c, w: w, generation: w.generation.Load()}, nil
 	}
 }
 
 type meteredConn struct {
 	net.Conn
-	w *wire
+	w          *wire
+	generation uint64
 }
 
 func (c *meteredConn) Read(p []byte) (int, error) {
+	if c.generation != c.w.generation.Load() {
+		return 0, errRetired
+	}
 	if c.w.tripped.Load() {
 		return 0, errWireLimit
 	}
