@@ -131,7 +131,9 @@ func expectError(t *testing.T, ns, name, policy, reason string) autorebootv1alph
 	NewWithT(t).Eventually(func() string {
 		out = policyStatus(t, ns, name, policy)
 		return out.LastResult + "/" + out.Reason
-	}, timeout, interval).Should(Equal(autorebootv1alpha1.ResultError+"/"+reason), "policy %s: %+v", policy, out)
+	}, timeout, interval).Should(Equal(autorebootv1alpha1.ResultError+"/"+reason), func() string {
+		return fmt.Sprintf("policy %s: %+v", policy, out)
+	})
 	return out
 }
 
@@ -269,9 +271,12 @@ func TestHostileHugeRowAndResult(t *testing.T) {
 	peak, stop := sampleHeap()
 	defer stop()
 	g.Expect(createRBP(t, newRBP(ns, "rbp", autorebootv1alpha1.TargetRef{Kind: autorebootv1alpha1.KindDeployment, Name: "web"},
-		withTimeout(sqlPolicy("row", autorebootv1alpha1.DriverPostgres, "pg", "SELECT repeat('x', 600000000)"), 10),
-		sqlPolicy("result", autorebootv1alpha1.DriverPostgres, "pg", "SELECT repeat('x', 1000) FROM generate_series(1, 1000000)"),
-		sqlPolicy("maria", autorebootv1alpha1.DriverMySQL, "maria", "SELECT seq, REPEAT('x', 1000) FROM seq_1_to_1000000")))).To(Succeed())
+		// Timeouts far above what the bounds need: on a starved machine a
+		// query can outlive the default 5 s before the bound trips, and
+		// this test is about the bound, not the timeout.
+		withTimeout(sqlPolicy("row", autorebootv1alpha1.DriverPostgres, "pg", "SELECT repeat('x', 600000000)"), 30),
+		withTimeout(sqlPolicy("result", autorebootv1alpha1.DriverPostgres, "pg", "SELECT repeat('x', 1000) FROM generate_series(1, 1000000)"), 30),
+		withTimeout(sqlPolicy("maria", autorebootv1alpha1.DriverMySQL, "maria", "SELECT seq, REPEAT('x', 1000) FROM seq_1_to_1000000"), 30)))).To(Succeed())
 	for _, p := range []string{"row", "result", "maria"} {
 		ps := expectError(t, ns, "rbp", p, autorebootv1alpha1.ReasonResultTooLarge)
 		g.Expect(ps.Message).To(HavePrefix("result too large"))
