@@ -24,6 +24,19 @@ const (
 	MinMemoryLimitMiB     int32 = 32
 )
 
+// WorkloadKind is the kind of the workload that runs the instances.
+// +kubebuilder:validation:Enum=Deployment;StatefulSet
+type WorkloadKind string
+
+const (
+	// WorkloadDeployment runs the instances as a Deployment: pod IPs in
+	// status.servers.
+	WorkloadDeployment WorkloadKind = "Deployment"
+	// WorkloadStatefulSet runs the instances as a StatefulSet: stable names
+	// in status.servers.
+	WorkloadStatefulSet WorkloadKind = "StatefulSet"
+)
+
 // AntiAffinityPreset spreads the instances of one Memcached over nodes.
 // +kubebuilder:validation:Enum=None;Soft;Hard
 type AntiAffinityPreset string
@@ -48,7 +61,19 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.memoryMiB) || !has(self.maxItemSizeKiB) || self.maxItemSizeKiB * 2 <= self.memoryMiB * 1024",message="maxItemSizeKiB must be at most half of memoryMiB (memcached refuses to start otherwise)"
 // +kubebuilder:validation:XValidation:rule="!has(self.antiAffinity) || self.antiAffinity == 'None' || !has(self.affinity) || !has(self.affinity.podAntiAffinity)",message="set either the antiAffinity preset or affinity.podAntiAffinity, not both (use antiAffinity: None with a custom podAntiAffinity)"
 // +kubebuilder:validation:XValidation:rule="!has(self.exporter) || !has(self.exporter.serviceMonitor) || !self.exporter.serviceMonitor.enabled || self.exporter.enabled",message="exporter.serviceMonitor.enabled requires exporter.enabled"
+// +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.exporter) || !self.exporter.enabled",message="auth cannot be combined with exporter.enabled: the memcached exporter cannot authenticate (it speaks neither memcached's ASCII auth nor SASL); restrict clients with tls.clientCA instead, which the exporter satisfies"
+// +kubebuilder:validation:XValidation:rule="!has(self.preStopDelaySeconds) || self.preStopDelaySeconds < (has(self.terminationGracePeriodSeconds) ? self.terminationGracePeriodSeconds : 30)",message="preStopDelaySeconds must be shorter than terminationGracePeriodSeconds (30 when unset): the delay counts against the grace period"
 type MemcachedSpec struct {
+	// WorkloadKind runs the instances as a Deployment (the default) or as a
+	// StatefulSet, whose instances have stable DNS names
+	// (<name>-<ordinal>.<name>.<namespace>.svc), listed in status.servers
+	// for clients that hash by name. It cannot be changed later: create a
+	// Memcached of the other kind and move the clients over.
+	// +kubebuilder:default=Deployment
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="workloadKind cannot be changed; create a new Memcached with the other kind and move the clients (see docs/memcached.md)"
+	// +optional
+	WorkloadKind WorkloadKind `json:"workloadKind,omitempty"`
+
 	// Size is the number of memcached instances. 0 parks the cache (no pods,
 	// the objects stay). The controller never runs more than Size instances,
 	// also not during a rollout.
@@ -75,7 +100,8 @@ type MemcachedSpec struct {
 	// MemoryMiB is the item memory of each instance (memcached -m). When
 	// absent it is derived from resources.limits.memory minus headroom for
 	// connections and the hash table (10%, at least 16 MiB), or 64 without a
-	// memory limit. It must not exceed the memory limit.
+	// memory limit. It must leave that headroom below the memory limit;
+	// without a limit the controller sets one: memoryMiB plus the headroom.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1048576
 	// +optional
@@ -109,13 +135,19 @@ type MemcachedSpec struct {
 	// +optional
 	Verbosity int32 `json:"verbosity,omitempty"`
 
-	// ExtraArgs are appended to the memcached command line. Flags the
-	// controller manages (port, listen address, memory, connections,
-	// threads, item size, verbosity, user, daemon mode, sockets) are
-	// rejected; set the matching field instead.
+	// ExtraArgs are appended to the memcached command line, which reads
+	// them with getopt: bundled short options ("-Mm64"), attached values,
+	// "--name=value" and "--name value", and unambiguous prefixes of long
+	// names ("--threa=8") all count. Options the controller manages (port,
+	// listen address, memory, connections, threads, item size, verbosity,
+	// user, daemon mode, sockets) or reserves (-Z TLS, -S SASL, -Y auth
+	// file, -h -i -V) are rejected, as are the -o sub-options spec.tls sets;
+	// set the matching field instead. The CRD refuses the plain cases; the
+	// controller reads the whole command line as memcached does and reports
+	// the rest as Degraded/InvalidSpec without applying anything.
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:MaxLength=256
-	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^(-[pUlmctIvdusPa]|--(port|udp-port|listen|memory-limit|conn-limit|threads|max-item-size|verbose|daemon|user|unix-socket|unix-mask|pidfile|vv|vvv)(=|$))'))",message="extraArgs must not set flags the controller manages (-p -U -l -m -c -t -I -v -d -u -s -a -P and their long forms); use the matching spec field"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^(-[ACFLMWXkr]*[IPSUVYZacdhilmpstuv]|--(a(u(t(h(-(f(i(le?)?)?)?)?)?)?)?|c(o(n(n(-(l(i(m(it?)?)?)?)?)?)?)?)?|da(e(m(on?)?)?)?|enable-sa(sl?)?|enable-ssl?|h(e(lp?)?)?|lic(e(n(se?)?)?)?|listen|max-i(t(e(m(-(s(i(ze?)?)?)?)?)?)?)?|memory-l(i(m(it?)?)?)?|pi(d(f(i(le?)?)?)?)?|po(rt?)?|t(h(r(e(a(ds?)?)?)?)?)?|ud(p(-(p(o(rt?)?)?)?)?)?|unix-m(a(sk?)?)?|unix-s(o(c(k(et?)?)?)?)?|us(er?)?|verb(o(se?)?)?|vers(i(on?)?)?)(=|$))'))",message="extraArgs must not set options the controller manages or reserves (-p -U -l -m -c -t -I -v -d -u -s -a -P -Z -S -Y -h -i -V, also bundled as in -Mm64, and their long forms or unambiguous prefixes such as --threa); use the matching spec field"
 	// +listType=atomic
 	// +optional
 	ExtraArgs []string `json:"extraArgs,omitempty"`
@@ -170,6 +202,24 @@ type MemcachedSpec struct {
 	// Exporter adds a Prometheus memcached exporter sidecar.
 	// +optional
 	Exporter *ExporterSpec `json:"exporter,omitempty"`
+
+	// TLS makes memcached accept only TLS connections, with the
+	// certificate of a kubernetes.io/tls Secret (what cert-manager writes),
+	// optionally requiring client certificates.
+	// +optional
+	TLS *TLSSpec `json:"tls,omitempty"`
+
+	// Auth makes memcached require a user and password (memcached's ASCII
+	// protocol authentication, -Y) from a Secret.
+	// +optional
+	Auth *AuthSpec `json:"auth,omitempty"`
+
+	// NetworkPolicy admits only the given clients (and the exporter's
+	// scrapers) to the instances.
+	// +optional
+	NetworkPolicy *NetworkPolicySpec `json:"networkPolicy,omitempty"`
+
+	PodOverrides `json:",inline"`
 }
 
 // PodDisruptionBudgetSpec configures the PodDisruptionBudget of a cache.
@@ -251,6 +301,9 @@ const (
 	// ReasonParked (Available and Progressing): size is 0.
 	ReasonParked            = "Parked"
 	ReasonDeploymentMissing = "DeploymentMissing"
+	// ReasonStatefulSetMissing: workloadKind StatefulSet and no owned
+	// StatefulSet.
+	ReasonStatefulSetMissing = "StatefulSetMissing"
 
 	// Progressing.
 	ReasonRolloutComplete          = "RolloutComplete"
@@ -277,6 +330,14 @@ const (
 	// cluster has no ServiceMonitor kind (prometheus-operator is not
 	// installed).
 	ReasonServiceMonitorUnsupported = "ServiceMonitorUnsupported"
+	// ReasonSecretNotUsable: a Secret the spec names (tls, tls.clientCA,
+	// auth, imagePullSecrets) does not exist, lacks the UsableLabel, or
+	// lacks a key it needs; nothing is applied.
+	ReasonSecretNotUsable = "SecretNotUsable"
+	// ReasonFingerprintKeyUnavailable: the key that fingerprints the
+	// Secrets' data (for rollouts on rotation) cannot be read; nothing is
+	// applied until it can.
+	ReasonFingerprintKeyUnavailable = "FingerprintKeyUnavailable"
 )
 
 // Event reasons, on the Memcached.
@@ -290,6 +351,12 @@ const (
 	// transition into Degraded with the reason of the same name.
 	EventForeignObject = "ForeignObject"
 	EventInvalidSpec   = "InvalidSpec"
+	// EventSecretNotUsable (Warning) on the transition into
+	// Degraded/SecretNotUsable.
+	EventSecretNotUsable = "SecretNotUsable"
+	// EventSecretRotated: the data of a TLS or auth Secret changed; the
+	// instances are replaced one at a time to load it.
+	EventSecretRotated = "SecretRotated"
 )
 
 // MemcachedStatus is the observed state of a Memcached cache.
@@ -316,11 +383,24 @@ type MemcachedStatus struct {
 	// +optional
 	ServiceName string `json:"serviceName,omitempty"`
 
-	// Servers are the host:port addresses of the ready instances, sorted:
-	// the server list of a client-side consistent-hashing client.
+	// Servers are the host:port addresses of the ready instances: for a
+	// Deployment their pod IPs, sorted; for a StatefulSet their stable
+	// names <name>-<ordinal>.<service>.<namespace>.svc, in ordinal order.
+	// The server list of a client-side consistent-hashing client.
 	// +listType=atomic
 	// +optional
 	Servers []string `json:"servers,omitempty"`
+
+	// TLS is true when the instances' pod template requires TLS, false
+	// when it does not; absent while there is no workload yet.
+	// +optional
+	TLS *bool `json:"tls,omitempty"`
+
+	// Auth is true when the instances' pod template requires
+	// authentication, false when it does not; absent while there is no
+	// workload yet.
+	// +optional
+	Auth *bool `json:"auth,omitempty"`
 
 	// Conditions: Available, Progressing, Degraded.
 	// +listType=map
@@ -329,8 +409,9 @@ type MemcachedStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
-// Memcached runs a memcached cache: a Deployment of size instances, a
-// headless Service and a PodDisruptionBudget, all owned by this object.
+// Memcached runs a memcached cache: a Deployment (or StatefulSet) of size
+// instances, a headless Service, a PodDisruptionBudget and optionally a
+// NetworkPolicy, all owned by this object.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
@@ -339,6 +420,9 @@ type MemcachedStatus struct {
 // +kubebuilder:printcolumn:name="Size",type=integer,JSONPath=`.spec.size`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
 // +kubebuilder:printcolumn:name="Available",type=string,JSONPath=`.status.conditions[?(@.type=="Available")].status`
+// +kubebuilder:printcolumn:name="TLS",type=boolean,JSONPath=`.status.tls`
+// +kubebuilder:printcolumn:name="Auth",type=boolean,JSONPath=`.status.auth`
+// +kubebuilder:printcolumn:name="Kind",type=string,JSONPath=`.spec.workloadKind`
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label (lower-case letters, digits and '-', starting with a letter, at most 63 characters): it names the Service and labels the pods"

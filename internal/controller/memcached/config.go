@@ -6,11 +6,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -18,10 +17,14 @@ import (
 )
 
 // settings is the fully defaulted, validated configuration of one Memcached:
-// what the Deployment, Service and PodDisruptionBudget are built from. It is
-// computed by resolveSettings and never read from the spec again, so every
-// default lives in one place.
+// what the workload, Service, PodDisruptionBudget and NetworkPolicy are
+// built from. It is computed by resolveSettings (and SecretHash from the
+// Secrets' data) and never read from the spec again, so every default
+// lives in one place. The pod overrides and placement are read from the
+// spec by the functions that render them, after resolveSettings checked
+// them.
 type settings struct {
+	Kind           cachev1alpha1.WorkloadKind
 	Size           int32
 	Image          string
 	MemoryMiB      int32
@@ -30,21 +33,26 @@ type settings struct {
 	MaxItemSizeKiB int32
 	Verbosity      int32
 	ExtraArgs      []string
-	PDBEnabled     bool
-	PDBMaxUnavail  intstr.IntOrString
-	Exporter       bool
-	ExporterImage  string
+	// DefaultMemoryLimit is the memory limit the controller gives the
+	// memcached container because the spec sets none; nil when it does.
+	DefaultMemoryLimit *resource.Quantity
+	PDBEnabled         bool
+	PDBMaxUnavail      intstr.IntOrString
+	Exporter           bool
+	ExporterImage      string
 	// ServiceMonitor, its scrape interval and extra labels.
 	ServiceMonitor         bool
 	ServiceMonitorInterval string
 	ServiceMonitorLabels   map[string]string
+	// TLS and Auth are nil when off.
+	TLS  *tlsSettings
+	Auth *authSettings
+	// NetworkPolicy is nil when disabled.
+	NetworkPolicy *networkPolicySettings
+	// SecretHash is the keyed fingerprint of the TLS and auth Secrets' data
+	// (empty without them); a change rolls the pods.
+	SecretHash string
 }
-
-// managedFlag matches memcached flags that the controller sets itself (or
-// that would break the pod: daemon mode, another user, another port). The CRD
-// rejects them with the same expression; this check keeps objects that never
-// went through the apiserver's validation (older CRD versions) safe too.
-var managedFlag = regexp.MustCompile(`^(-[pUlmctIvdusPa]|--(port|udp-port|listen|memory-limit|conn-limit|threads|max-item-size|verbose|daemon|user|unix-socket|unix-mask|pidfile)(=|$))`)
 
 // invalidSpecError is a spec the controller cannot run; it becomes the
 // Degraded condition with reason InvalidSpec.
@@ -52,32 +60,30 @@ type invalidSpecError struct{ msg string }
 
 func (e *invalidSpecError) Error() string { return e.msg }
 
-// headroomMiB is the memory left to memcached's own overhead (connection
-// buffers, hash table, thread stacks) when the item memory is derived from
-// the container's memory limit: 10% of the limit, at least 16 MiB.
-func headroomMiB(limitMiB int64) int64 {
-	return max(limitMiB/10, 16)
-}
-
 // resolveSettings applies the defaults the CRD would apply (so objects built
 // in Go behave like stored ones) and the defaults that depend on other fields
 // (memory from the memory limit, PDB from the size), then validates the
-// combinations memcached itself would refuse. On an invalid spec it returns
-// what it resolved so far with the error: the size is then still known, for
-// the status of the pods that keep running.
+// combinations memcached itself would refuse and what the CRD cannot check
+// (extraArgs as memcached parses them, label syntax, selectors). On an
+// invalid spec it returns what it resolved so far with the error: the size
+// is then still known, for the status of the pods that keep running.
 func resolveSettings(spec *cachev1alpha1.MemcachedSpec) (settings, error) {
 	s := defaultSettings(spec)
-	if err := checkRanges(s); err != nil {
-		return s, err
-	}
-	if err := resolveMemory(&s, spec); err != nil {
-		return s, err
-	}
-	if err := checkExtraArgs(s.ExtraArgs); err != nil {
-		return s, err
-	}
 	resolvePDB(&s, spec.PodDisruptionBudget)
 	resolveExporter(&s, spec.Exporter)
+	resolveSecurity(&s, spec)
+	for _, check := range []func() error{
+		func() error { return checkRanges(s) },
+		func() error { return resolveMemory(&s, spec) },
+		func() error { return checkSecurity(s) },
+		func() error { return checkExtraArgs(s.ExtraArgs, argsContext{auth: s.Auth != nil}) },
+		func() error { return checkPodOverrides(&spec.PodOverrides) },
+		func() error { return resolveNetworkPolicy(&s, spec.NetworkPolicy) },
+	} {
+		if err := check(); err != nil {
+			return s, err
+		}
+	}
 	return s, nil
 }
 
@@ -85,6 +91,7 @@ func resolveSettings(spec *cachev1alpha1.MemcachedSpec) (settings, error) {
 // default when absent.
 func defaultSettings(spec *cachev1alpha1.MemcachedSpec) settings {
 	return settings{
+		Kind:           cmp.Or(spec.WorkloadKind, cachev1alpha1.WorkloadDeployment),
 		Size:           ptr.Deref(spec.Size, cachev1alpha1.DefaultSize),
 		Image:          cmp.Or(spec.Image, cachev1alpha1.DefaultImage),
 		MaxConnections: cmp.Or(spec.MaxConnections, cachev1alpha1.DefaultMaxConnections),
@@ -103,42 +110,8 @@ func checkRanges(s settings) error {
 	if s.Verbosity < 0 || s.Verbosity > 3 {
 		return &invalidSpecError{fmt.Sprintf("verbosity %d is outside 0..3", s.Verbosity)}
 	}
-	return nil
-}
-
-// resolveMemory sets the item memory: memoryMiB, else derived from the
-// memory limit, else the default; and checks that memcached accepts it.
-func resolveMemory(s *settings, spec *cachev1alpha1.MemcachedSpec) error {
-	limit, hasLimit := spec.Resources.Limits[corev1.ResourceMemory]
-	limitMiB := limit.Value() / (1 << 20)
-	switch {
-	case spec.MemoryMiB != nil:
-		s.MemoryMiB = *spec.MemoryMiB
-		if hasLimit && int64(s.MemoryMiB) > limitMiB {
-			return &invalidSpecError{fmt.Sprintf("memoryMiB %d exceeds the memory limit of %d MiB", s.MemoryMiB, limitMiB)}
-		}
-	case hasLimit:
-		if limitMiB < int64(cachev1alpha1.MinMemoryLimitMiB) {
-			return &invalidSpecError{fmt.Sprintf("memory limit %s is below the minimum of %dMi", limit.String(), cachev1alpha1.MinMemoryLimitMiB)}
-		}
-		s.MemoryMiB = int32(limitMiB - headroomMiB(limitMiB))
-	default:
-		s.MemoryMiB = cachev1alpha1.DefaultMemoryMiB
-	}
-	if s.MemoryMiB < 1 {
-		return &invalidSpecError{fmt.Sprintf("memoryMiB %d must be at least 1", s.MemoryMiB)}
-	}
-	if int64(s.MaxItemSizeKiB)*2 > int64(s.MemoryMiB)*1024 {
-		return &invalidSpecError{fmt.Sprintf("maxItemSizeKiB %d is more than half of the item memory (%d MiB); memcached would refuse to start", s.MaxItemSizeKiB, s.MemoryMiB)}
-	}
-	return nil
-}
-
-func checkExtraArgs(args []string) error {
-	for _, a := range args {
-		if managedFlag.MatchString(a) {
-			return &invalidSpecError{fmt.Sprintf("extraArgs sets %q, a flag the controller manages; use the matching spec field", a)}
-		}
+	if s.Kind != cachev1alpha1.WorkloadDeployment && s.Kind != cachev1alpha1.WorkloadStatefulSet {
+		return &invalidSpecError{fmt.Sprintf("workloadKind %q is neither Deployment nor StatefulSet", s.Kind)}
 	}
 	return nil
 }
@@ -171,7 +144,8 @@ func resolveExporter(s *settings, e *cachev1alpha1.ExporterSpec) {
 // memcachedArgs is the memcached command line (without the binary) for s.
 // The official image's entrypoint runs memcached when the first argument is
 // a flag. UDP is off (-U 0): it is an amplification vector and no client
-// library needs it.
+// library needs it. TLS and auth come before extraArgs, which the
+// controller has checked cannot override any of it.
 func memcachedArgs(s settings) []string {
 	args := []string{
 		"-p", strconv.Itoa(int(cachev1alpha1.MemcachedPort)),
@@ -184,22 +158,51 @@ func memcachedArgs(s settings) []string {
 	if s.Verbosity > 0 {
 		args = append(args, "-"+strings.Repeat("v", int(s.Verbosity)))
 	}
+	args = append(args, tlsArgs(s.TLS)...)
+	args = append(args, authArgs(s.Auth)...)
 	return append(args, s.ExtraArgs...)
 }
 
 // configHash identifies everything that requires new pods when it changes:
-// the memcached command line, the images and the exporter. It is written to
-// the pod template's annotations, so a change rolls the instances one at a
-// time (maxSurge 0, maxUnavailable 1) and is visible on every pod.
-func configHash(s settings) string {
+// the memcached command line, the images, the exporter and the pod
+// overrides. It is written to the pod template's annotations, so a change
+// rolls the instances one at a time (maxSurge 0, maxUnavailable 1) and is
+// visible on every pod. Settings added after the first release enter the
+// hash only when set, so an upgrade of the controller leaves the hash of an
+// unchanged spec alone. The Secrets' data has its own annotation
+// (AnnotationSecretHash).
+func configHash(s settings, overrides *cachev1alpha1.PodOverrides) string {
 	h := sha256.New()
-	// Encoding a struct of strings and slices of strings cannot fail.
+	// Encoding a struct of strings, slices and maps cannot fail.
 	b, _ := json.Marshal(struct {
-		Image         string   `json:"image"`
-		Args          []string `json:"args"`
-		Exporter      bool     `json:"exporter"`
-		ExporterImage string   `json:"exporterImage"`
-	}{s.Image, memcachedArgs(s), s.Exporter, s.ExporterImage})
+		Image         string                      `json:"image"`
+		Args          []string                    `json:"args"`
+		Exporter      bool                        `json:"exporter"`
+		ExporterImage string                      `json:"exporterImage"`
+		ExporterArgs  []string                    `json:"exporterArgs,omitempty"`
+		MemoryLimit   string                      `json:"memoryLimit,omitempty"`
+		Overrides     *cachev1alpha1.PodOverrides `json:"overrides,omitempty"`
+	}{s.Image, memcachedArgs(s), s.Exporter, s.ExporterImage, exporterTLSArgs(s.TLS, s.Exporter),
+		defaultLimitString(s.DefaultMemoryLimit), nonEmptyOverrides(overrides)})
 	h.Write(b)
 	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+func defaultLimitString(q *resource.Quantity) string {
+	if q == nil {
+		return ""
+	}
+	return q.String()
+}
+
+// nonEmptyOverrides is o, or nil when it sets nothing.
+func nonEmptyOverrides(o *cachev1alpha1.PodOverrides) *cachev1alpha1.PodOverrides {
+	if o == nil {
+		return nil
+	}
+	b, _ := json.Marshal(o)
+	if string(b) == "{}" {
+		return nil
+	}
+	return o
 }

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -29,7 +30,7 @@ func TestResolveSettings(t *testing.T) {
 			spec: cachev1alpha1.MemcachedSpec{},
 			check: func(t *testing.T, s settings) {
 				want := settings{
-					Size: 1, Image: cachev1alpha1.DefaultImage, MemoryMiB: 64, MaxConnections: 1024, Threads: 4,
+					Kind: cachev1alpha1.WorkloadDeployment, Size: 1, Image: cachev1alpha1.DefaultImage, MemoryMiB: 64, MaxConnections: 1024, Threads: 4,
 					MaxItemSizeKiB: 1024, PDBEnabled: false, PDBMaxUnavail: intstr.FromInt32(1),
 				}
 				if !equalSettings(s, want) {
@@ -61,6 +62,47 @@ func TestResolveSettings(t *testing.T) {
 			spec: cachev1alpha1.MemcachedSpec{MemoryMiB: ptr.To[int32](200), Resources: memoryLimit("256Mi")},
 			check: func(t *testing.T, s settings) {
 				expectEq(t, "memoryMiB", s.MemoryMiB, 200)
+			},
+		},
+		{
+			name:    "explicit memory equal to the limit leaves no headroom",
+			spec:    cachev1alpha1.MemcachedSpec{MemoryMiB: ptr.To[int32](256), Resources: memoryLimit("256Mi")},
+			wantErr: "memoryMiB 256 leaves 0 MiB of the 256 MiB memory limit",
+		},
+		{
+			name:    "explicit memory inside the headroom",
+			spec:    cachev1alpha1.MemcachedSpec{MemoryMiB: ptr.To[int32](232), Resources: memoryLimit("256Mi")},
+			wantErr: "which needs 25 MiB (10% of the limit, at least 16 MiB): set memoryMiB to at most 231",
+		},
+		{
+			name: "explicit memory at the edge of the headroom",
+			spec: cachev1alpha1.MemcachedSpec{MemoryMiB: ptr.To[int32](231), Resources: memoryLimit("256Mi")},
+			check: func(t *testing.T, s settings) {
+				expectEq(t, "memoryMiB", s.MemoryMiB, 231)
+				expectEq(t, "default limit", s.DefaultMemoryLimit == nil, true)
+			},
+		},
+		{
+			name: "no limit: the default limit leaves the default memory its headroom",
+			spec: cachev1alpha1.MemcachedSpec{},
+			check: func(t *testing.T, s settings) {
+				expectEq(t, "memoryMiB", s.MemoryMiB, 64)
+				expectEq(t, "default limit", s.DefaultMemoryLimit.String(), "80Mi")
+			},
+		},
+		{
+			name: "no limit: the default limit follows memoryMiB",
+			spec: cachev1alpha1.MemcachedSpec{MemoryMiB: ptr.To[int32](1024)},
+			check: func(t *testing.T, s settings) {
+				expectEq(t, "default limit", s.DefaultMemoryLimit.String(), "1137Mi")
+			},
+		},
+		{
+			name: "no limit: a larger memory request is the limit",
+			spec: cachev1alpha1.MemcachedSpec{MemoryMiB: ptr.To[int32](64), Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("300Mi")}}},
+			check: func(t *testing.T, s settings) {
+				expectEq(t, "default limit", s.DefaultMemoryLimit.String(), "300Mi")
 			},
 		},
 		{
@@ -97,6 +139,45 @@ func TestResolveSettings(t *testing.T) {
 				if !slices.Equal(s.ExtraArgs, []string{"-o", "modern", "-B", "ascii", "--lock-memory", "-M"}) {
 					t.Errorf("extraArgs = %v", s.ExtraArgs)
 				}
+			},
+		},
+		{name: "extraArgs -Mm1048576", spec: cachev1alpha1.MemcachedSpec{ExtraArgs: []string{"-Mm1048576"}}, wantErr: "set spec.memoryMiB"},
+		{name: "extraArgs -Z", spec: cachev1alpha1.MemcachedSpec{ExtraArgs: []string{"-Z"}}, wantErr: "set spec.tls"},
+		{name: "extraArgs -B binary with auth", spec: cachev1alpha1.MemcachedSpec{ExtraArgs: []string{"-B", "binary"},
+			Auth: &cachev1alpha1.AuthSpec{SecretName: "users"}}, wantErr: "speaks only ascii"},
+		{name: "auth with the exporter", spec: cachev1alpha1.MemcachedSpec{Auth: &cachev1alpha1.AuthSpec{SecretName: "users"},
+			Exporter: &cachev1alpha1.ExporterSpec{Enabled: true}}, wantErr: "exporter cannot authenticate"},
+		{name: "podLabels cannot take the selector", spec: cachev1alpha1.MemcachedSpec{PodOverrides: cachev1alpha1.PodOverrides{
+			PodLabels: map[string]string{"app.kubernetes.io/instance": "other"}}}, wantErr: "selects its pods by it"},
+		{name: "podLabels syntax", spec: cachev1alpha1.MemcachedSpec{PodOverrides: cachev1alpha1.PodOverrides{
+			PodLabels: map[string]string{"team": "not a value"}}}, wantErr: "not a valid label value"},
+		{name: "podAnnotations cannot set the hashes", spec: cachev1alpha1.MemcachedSpec{PodOverrides: cachev1alpha1.PodOverrides{
+			PodAnnotations: map[string]string{AnnotationSecretHash: "x"}}}, wantErr: "the controller sets cache.runbook.dev/"},
+		{name: "extra volume over the controller's files", spec: cachev1alpha1.MemcachedSpec{PodOverrides: cachev1alpha1.PodOverrides{
+			ExtraVolumes: []cachev1alpha1.ExtraVolume{{Name: "x", MountPath: "/etc/memcached/tls", EmptyDir: &cachev1alpha1.EmptyDirVolume{}}}}},
+			wantErr: "mount at /etc/memcached"},
+		{name: "network policy selector", spec: cachev1alpha1.MemcachedSpec{NetworkPolicy: &cachev1alpha1.NetworkPolicySpec{Enabled: true,
+			Clients: []cachev1alpha1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: "app", Operator: "Near"}}}}}}}, wantErr: "networkPolicy.clients[0] has an invalid selector"},
+		{name: "network policy without clients", spec: cachev1alpha1.MemcachedSpec{NetworkPolicy: &cachev1alpha1.NetworkPolicySpec{Enabled: true}},
+			wantErr: "at least one entry in clients"},
+		{
+			name: "TLS and auth defaults",
+			spec: cachev1alpha1.MemcachedSpec{TLS: &cachev1alpha1.TLSSpec{SecretName: "cert", ClientCA: &cachev1alpha1.SecretKeySelector{Name: "ca"}},
+				Auth: &cachev1alpha1.AuthSpec{SecretName: "users"}},
+			check: func(t *testing.T, s settings) {
+				expectEq(t, "min version", s.TLS.MinVersion, cachev1alpha1.TLSVersion12)
+				expectEq(t, "client CA key", s.TLS.ClientCA.Key, "ca.crt")
+				expectEq(t, "auth secret", s.Auth.SecretName, "users")
+			},
+		},
+		{
+			name: "network policy scrapers default to namespaces labelled metrics=enabled",
+			spec: cachev1alpha1.MemcachedSpec{NetworkPolicy: &cachev1alpha1.NetworkPolicySpec{Enabled: true,
+				Clients: []cachev1alpha1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}}},
+			check: func(t *testing.T, s settings) {
+				expectEq(t, "scrapers", len(s.NetworkPolicy.Scrapers), 1)
+				expectEq(t, "scraper namespaces", s.NetworkPolicy.Scrapers[0].NamespaceSelector.MatchLabels["metrics"], "enabled")
 			},
 		},
 		{name: "verbosity 4", spec: cachev1alpha1.MemcachedSpec{Verbosity: 4}, wantErr: "verbosity 4"},
@@ -153,7 +234,7 @@ func TestResolveSettings(t *testing.T) {
 }
 
 func equalSettings(a, b settings) bool {
-	return a.Size == b.Size && a.Image == b.Image && a.MemoryMiB == b.MemoryMiB && a.MaxConnections == b.MaxConnections &&
+	return a.Kind == b.Kind && a.Size == b.Size && a.Image == b.Image && a.MemoryMiB == b.MemoryMiB && a.MaxConnections == b.MaxConnections &&
 		a.Threads == b.Threads && a.MaxItemSizeKiB == b.MaxItemSizeKiB && a.Verbosity == b.Verbosity &&
 		slices.Equal(a.ExtraArgs, b.ExtraArgs) && a.PDBEnabled == b.PDBEnabled && a.PDBMaxUnavail == b.PDBMaxUnavail &&
 		a.Exporter == b.Exporter && a.ExporterImage == b.ExporterImage
@@ -195,11 +276,11 @@ func TestConfigHash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := configHash(base)
+	h := configHash(base, nil)
 	if len(h) != 16 {
 		t.Fatalf("hash %q is not 16 hex characters", h)
 	}
-	if again := configHash(base); again != h {
+	if again := configHash(base, nil); again != h {
 		t.Fatalf("hash is not stable: %s then %s", h, again)
 	}
 	tests := []struct {
@@ -222,7 +303,7 @@ func TestConfigHash(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := base
 			tt.modify(&s)
-			if got := configHash(s) != h; got != tt.changes {
+			if got := configHash(s, nil) != h; got != tt.changes {
 				t.Errorf("hash changed = %v, want %v", got, tt.changes)
 			}
 		})

@@ -1,17 +1,23 @@
 // Package memcached holds the Memcached controller: it runs a memcached cache as
-// a Deployment, a headless Service and a PodDisruptionBudget owned by the
-// Memcached object, applies them with server-side apply, and reports the
-// instances' real readiness and endpoints in the status.
+// a Deployment or StatefulSet, a headless Service, a PodDisruptionBudget and
+// optionally a NetworkPolicy owned by the Memcached object, applies them with
+// server-side apply, and reports the instances' real readiness and endpoints
+// in the status. TLS and auth Secrets are read live, only when labelled
+// usable, and only to fingerprint them for rollouts.
 package memcached
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,11 +27,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cachev1alpha1 "github.com/runbook-dev/runbook/api/cache/v1alpha1"
 	"github.com/runbook-dev/runbook/internal/controller/status"
+	"github.com/runbook-dev/runbook/internal/fingerprint"
 )
 
 // Name is the controller's name in --controllers and in the names derived
@@ -37,9 +45,17 @@ const Name = "memcached"
 // a constant so that it can never change.
 const FieldManager = "runbook-" + Name
 
-// defaultMaxConcurrentReconciles is the parallelism of Setup when Options
-// leave it at 0.
-const defaultMaxConcurrentReconciles = 4
+// Defaults of Setup for Options left at zero.
+const (
+	defaultMaxConcurrentReconciles = 4
+	// DefaultSecretResync is how often the Secrets of a Memcached that uses
+	// TLS or auth are read again (Secrets are not watched): a renewal
+	// reaches the pods within this period.
+	DefaultSecretResync = 5 * time.Minute
+	// DefaultSecretRecheck is how often a Secret that may not be used yet
+	// is looked at again.
+	DefaultSecretRecheck = 30 * time.Second
+)
 
 // Options configure the Memcached controller (built from flags in cmd).
 type Options struct {
@@ -48,6 +64,18 @@ type Options struct {
 	// MaxConcurrentReconciles is the number of Memcached objects reconciled
 	// in parallel; 4 when 0.
 	MaxConcurrentReconciles int
+	// SecretResync and SecretRecheck: DefaultSecretResync and
+	// DefaultSecretRecheck when 0.
+	SecretResync, SecretRecheck time.Duration
+	// Keys fingerprints Secret data for rollouts; when nil, a
+	// fingerprint.Source on the manager's clients with OperatorNamespace and
+	// FingerprintKeySecret (the key Secret RebootPolicies use too).
+	Keys                 *fingerprint.Source
+	OperatorNamespace    string
+	FingerprintKeySecret string
+	// Metrics records Degraded transitions and rollouts; nil records
+	// nothing.
+	Metrics *Metrics
 }
 
 // Reconciler reconciles Memcached objects. Setup builds it from the
@@ -60,11 +88,22 @@ type Reconciler struct {
 	Status *status.Writer
 	// Events records events on the Memcached objects.
 	Events status.Events
+	// APIReader reads Secrets live from the apiserver, one by one: they are
+	// never cached, and the manager may only get them.
+	APIReader client.Reader
+	// Keys fingerprints the data of mounted Secrets.
+	Keys *fingerprint.Source
 	// Clock stamps condition transitions.
 	Clock clock.PassiveClock
+	// Metrics of the controller (nil: none).
+	Metrics *Metrics
 	// MaxConcurrentReconciles is the number of Memcached objects reconciled
 	// in parallel (1 when 0).
 	MaxConcurrentReconciles int
+	// SecretResync is how often a Memcached with usable Secrets is
+	// reconciled again to see their data change; SecretRecheck, one whose
+	// Secret may not be used (yet).
+	SecretResync, SecretRecheck time.Duration
 }
 
 // Setup builds the reconciler from mgr (client, APIReader, event recorder)
@@ -76,12 +115,21 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if opts.MaxConcurrentReconciles == 0 {
 		opts.MaxConcurrentReconciles = defaultMaxConcurrentReconciles
 	}
+	if opts.Keys == nil {
+		opts.Keys = fingerprint.NewSource(mgr.GetAPIReader(), mgr.GetClient(), opts.OperatorNamespace, opts.FingerprintKeySecret,
+			mgr.GetLogger().WithName(Name).WithName("fingerprint-key"))
+	}
 	r := &Reconciler{
 		Client:                  mgr.GetClient(),
 		Status:                  status.NewWriter(mgr.GetClient(), mgr.GetAPIReader(), FieldManager),
 		Events:                  status.Events{Recorder: mgr.GetEventRecorder(status.ReporterName(Name))},
+		APIReader:               mgr.GetAPIReader(),
+		Keys:                    opts.Keys,
 		Clock:                   opts.Clock,
+		Metrics:                 opts.Metrics,
 		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
+		SecretResync:            cmp.Or(opts.SecretResync, DefaultSecretResync),
+		SecretRecheck:           cmp.Or(opts.SecretRecheck, DefaultSecretRecheck),
 	}
 	if err := r.register(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the %s controller: %w", Name, err)
@@ -92,6 +140,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 // +kubebuilder:rbac:groups=cache.runbook.dev,resources=memcacheds,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cache.runbook.dev,resources=memcacheds/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// (StatefulSets, NetworkPolicies and Secrets: beside the code that needs them.)
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
@@ -111,8 +160,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// The garbage collector removes the owned objects.
 		return ctrl.Result{}, nil
 	}
-	s, invalid := resolveSettings(&mc.Spec)
-	obs := r.reconcileObjects(ctx, mc, s, invalid)
+	s, obs := r.prepare(ctx, mc)
+	r.reconcileObjects(ctx, mc, s, &obs)
 	r.reportCreated(mc, &obs)
 	if err := r.writeStatus(ctx, mc, obs); err != nil {
 		return ctrl.Result{}, errors.Join(obs.applyErr, err)
@@ -120,18 +169,38 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if obs.applyErr != nil {
 		return ctrl.Result{}, fmt.Errorf("reconciling Memcached %s: %w", req.NamespacedName, obs.applyErr)
 	}
-	if obs.serviceMonitorUnsupported {
-		// Nothing announces that prometheus-operator got installed; look
-		// again now and then (a read, no write when nothing changed).
-		return ctrl.Result{RequeueAfter: serviceMonitorRecheck}, nil
+	if obs.keyErr != nil {
+		log.FromContext(ctx).Error(obs.keyErr, "not applying: the fingerprint key is unavailable")
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: r.recheckAfter(obs)}, nil
+}
+
+// recheckAfter is when to look again at what no watch announces (0: not
+// before the next event): whether prometheus-operator got installed, and
+// the Secrets (not watched: the manager may only get them). Each look is
+// reads only; nothing is written when nothing changed.
+func (r *Reconciler) recheckAfter(obs observation) time.Duration {
+	var after []time.Duration
+	if obs.serviceMonitorUnsupported {
+		after = append(after, serviceMonitorRecheck)
+	}
+	switch {
+	case obs.secretNotUsable != "" || obs.keyErr != nil:
+		after = append(after, r.SecretRecheck)
+	case obs.usesSecrets && obs.invalid == nil:
+		after = append(after, r.SecretResync)
+	}
+	if len(after) == 0 {
+		return 0
+	}
+	return slices.Min(after)
 }
 
 // register adds the controller and its watches to mgr. Besides the Memcached objects it watches
-// Deployments, Services and PodDisruptionBudgets by name (so a foreign
-// object that goes away unblocks the Memcached of the same name), and the
-// EndpointSlices of the owned Services (for status.servers).
+// Deployments, StatefulSets, Services, PodDisruptionBudgets and
+// NetworkPolicies by name (so a foreign object that goes away unblocks the
+// Memcached of the same name), and the EndpointSlices of the owned Services
+// (for status.servers). Secrets are not watched (recheckAfter).
 func (r *Reconciler) register(mgr ctrl.Manager) error {
 	sameName := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		return r.memcachedNamed(ctx, o.GetNamespace(), o.GetName())
@@ -140,8 +209,10 @@ func (r *Reconciler) register(mgr ctrl.Manager) error {
 		// Status-only changes are the controller's own writes: no reconcile.
 		For(&cachev1alpha1.Memcached{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		Watches(&appsv1.Deployment{}, sameName).
+		Watches(&appsv1.StatefulSet{}, sameName).
 		Watches(&corev1.Service{}, sameName).
 		Watches(&policyv1.PodDisruptionBudget{}, sameName).
+		Watches(&networkingv1.NetworkPolicy{}, sameName).
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.memcachedOfSlice)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)}).
 		Named(Name).

@@ -168,8 +168,9 @@ func TestMergePatchAgainstTheCacheKeepsAStaleStatus(t *testing.T) {
 	if err := r.Client.Get(ctx, key, mc); err != nil {
 		t.Fatal(err)
 	}
-	s, invalid := resolveSettings(&mc.Spec)
-	st := computeStatus(mc, r.reconcileObjects(ctx, mc, s, invalid), r.Clock.Now())
+	s, obs := r.prepare(ctx, mc)
+	r.reconcileObjects(ctx, mc, s, &obs)
+	st := computeStatus(mc, obs, r.Clock.Now())
 	if !equality.Semantic.DeepEqual(st, mc.Status) {
 		before := mc.DeepCopy()
 		mc.Status = st

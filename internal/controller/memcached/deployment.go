@@ -15,12 +15,8 @@ import (
 	cachev1alpha1 "github.com/runbook-dev/runbook/api/cache/v1alpha1"
 )
 
-// AnnotationConfigHash on the pod template identifies the memcached
-// configuration the pods run; a new value rolls the pods.
-const AnnotationConfigHash = "cache.runbook.dev/config-hash"
-
 // reconcileDeployment applies the Deployment (unless it is foreign or the
-// spec invalid) and records the live object for the status.
+// spec may not be applied) and records the live object for the status.
 func (r *Reconciler) reconcileDeployment(ctx context.Context, mc *cachev1alpha1.Memcached, s settings, apply bool, obs *observation) error {
 	key := types.NamespacedName{Namespace: mc.Namespace, Name: mc.Name}
 	dep, err := getLive(ctx, r.Client, key, &appsv1.Deployment{})
@@ -33,12 +29,12 @@ func (r *Reconciler) reconcileDeployment(ctx context.Context, mc *cachev1alpha1.
 	case apply:
 		live, err := r.applyDeployment(ctx, mc, s, dep, obs)
 		if err != nil {
-			obs.deployment = dep
+			obs.workload = deploymentState(dep)
 			return fmt.Errorf("applying Deployment %s: %w", key, err)
 		}
-		obs.deployment = live
+		obs.workload = deploymentState(live)
 	default:
-		obs.deployment = dep
+		obs.workload = deploymentState(dep)
 	}
 	return nil
 }
@@ -69,44 +65,16 @@ func (r *Reconciler) applyDeployment(ctx context.Context, mc *cachev1alpha1.Memc
 		obs.created = append(obs.created, fmt.Sprintf("Deployment (%d instances)", s.Size))
 		return after, nil
 	}
-	r.reportDeploymentChange(mc, s, live)
+	r.reportWorkloadChange(mc, s, "Deployment", live.Spec.Replicas, live.Spec.Template.Annotations)
 	return after, nil
-}
-
-// reportDeploymentChange tells scaling, configuration rollouts and drift
-// corrections of an applied Deployment apart (live: before the apply),
-// since each means something different to an operator.
-func (r *Reconciler) reportDeploymentChange(mc *cachev1alpha1.Memcached, s settings, live *appsv1.Deployment) {
-	scaled := live.Spec.Replicas == nil || *live.Spec.Replicas != s.Size
-	if scaled {
-		from := int32(1) // the Deployment's default
-		if live.Spec.Replicas != nil {
-			from = *live.Spec.Replicas
-		}
-		r.Events.Normal(mc, nil, cachev1alpha1.EventScaled, "Scale", "Scaled Deployment %s from %d to %d instances", mc.Name, from, s.Size)
-	}
-	switch oldHash := live.Spec.Template.Annotations[AnnotationConfigHash]; {
-	case oldHash != configHash(s):
-		r.Events.Normal(mc, nil, cachev1alpha1.EventConfigRollout, "Rollout",
-			"Rolling the instances of Deployment %s to configuration %s (was %q), one at a time", mc.Name, configHash(s), oldHash)
-	case !scaled:
-		r.Events.Normal(mc, nil, cachev1alpha1.EventDriftCorrected, "Update", "Restored the fields of Deployment %s that were changed outside the controller", mc.Name)
-	}
 }
 
 // desiredDeployment is the Deployment of mc as the controller applies it.
 func desiredDeployment(mc *cachev1alpha1.Memcached, s settings) (*appsv1ac.DeploymentApplyConfiguration, error) {
-	pod, err := desiredPodSpec(mc, s)
+	template, err := desiredPodTemplate(mc, s)
 	if err != nil {
 		return nil, err
 	}
-	return appsv1ac.Deployment(mc.Name, mc.Namespace).
-		WithLabels(objectLabels(mc)).
-		WithOwnerReferences(ownerReference(mc)).
-		WithSpec(desiredDeploymentSpec(mc, s, pod)), nil
-}
-
-func desiredDeploymentSpec(mc *cachev1alpha1.Memcached, s settings, pod *corev1ac.PodSpecApplyConfiguration) *appsv1ac.DeploymentSpecApplyConfiguration {
 	spec := appsv1ac.DeploymentSpec().
 		WithReplicas(s.Size).
 		WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(mc))).
@@ -117,12 +85,55 @@ func desiredDeploymentSpec(mc *cachev1alpha1.Memcached, s settings, pod *corev1a
 			WithRollingUpdate(appsv1ac.RollingUpdateDeployment().
 				WithMaxSurge(intstr.FromInt32(0)).
 				WithMaxUnavailable(intstr.FromInt32(1)))).
-		WithTemplate(corev1ac.PodTemplateSpec().
-			WithLabels(objectLabels(mc)).
-			WithAnnotations(map[string]string{AnnotationConfigHash: configHash(s)}).
-			WithSpec(pod))
+		WithTemplate(template)
 	if mc.Spec.MinReadySeconds > 0 {
 		spec.WithMinReadySeconds(mc.Spec.MinReadySeconds)
 	}
-	return spec
+	return appsv1ac.Deployment(mc.Name, mc.Namespace).
+		WithLabels(objectLabels(mc)).
+		WithOwnerReferences(ownerReference(mc)).
+		WithSpec(spec), nil
+}
+
+// desiredPodTemplate is the pod template of either workload kind: the
+// pod labels (the selector's always win), the hash annotations, the pod.
+func desiredPodTemplate(mc *cachev1alpha1.Memcached, s settings) (*corev1ac.PodTemplateSpecApplyConfiguration, error) {
+	pod, err := desiredPodSpec(mc, s)
+	if err != nil {
+		return nil, err
+	}
+	return corev1ac.PodTemplateSpec().
+		WithLabels(podLabels(mc)).
+		WithAnnotations(podAnnotations(mc, s)).
+		WithSpec(pod), nil
+}
+
+// reportWorkloadChange tells scaling, configuration rollouts, Secret
+// rotations and drift corrections of an applied workload apart (the
+// replicas and template annotations are from before the apply), since
+// each means something different to an operator.
+func (r *Reconciler) reportWorkloadChange(mc *cachev1alpha1.Memcached, s settings, kind string, replicas *int32, annotations map[string]string) {
+	scaled := replicas == nil || *replicas != s.Size
+	if scaled {
+		from := int32(1) // the workload's default
+		if replicas != nil {
+			from = *replicas
+		}
+		r.Events.Normal(mc, nil, cachev1alpha1.EventScaled, "Scale", "Scaled %s %s from %d to %d instances", kind, mc.Name, from, s.Size)
+	}
+	newHash := configHash(s, &mc.Spec.PodOverrides)
+	oldHash := annotations[AnnotationConfigHash]
+	rotated := annotations[AnnotationSecretHash] != s.SecretHash
+	switch {
+	case oldHash != newHash:
+		r.Metrics.rollout(rolloutConfig)
+		r.Events.Normal(mc, nil, cachev1alpha1.EventConfigRollout, "Rollout",
+			"Rolling the instances of %s %s to configuration %s (was %q), one at a time", kind, mc.Name, newHash, oldHash)
+	case rotated:
+		r.Metrics.rollout(rolloutSecret)
+		r.Events.Normal(mc, nil, cachev1alpha1.EventSecretRotated, "Rollout",
+			"Rolling the instances of %s %s one at a time: the data of its TLS or auth Secret changed", kind, mc.Name)
+	case !scaled:
+		r.Events.Normal(mc, nil, cachev1alpha1.EventDriftCorrected, "Update", "Restored the fields of %s %s that were changed outside the controller", kind, mc.Name)
+	}
 }

@@ -19,6 +19,8 @@ func warningFor(degradedReason string) (string, bool) {
 		return cachev1alpha1.EventForeignObject, true
 	case cachev1alpha1.ReasonInvalidSpec:
 		return cachev1alpha1.EventInvalidSpec, true
+	case cachev1alpha1.ReasonSecretNotUsable:
+		return cachev1alpha1.EventSecretNotUsable, true
 	}
 	return "", false
 }
@@ -53,6 +55,9 @@ func (r *Reconciler) reportDegraded(mc *cachev1alpha1.Memcached, before []metav1
 		return
 	}
 	after := meta.FindStatusCondition(mc.Status.Conditions, cachev1alpha1.ConditionDegraded)
+	if after.Status == metav1.ConditionTrue {
+		r.Metrics.degradedTo(after.Reason)
+	}
 	if reason, ok := warningFor(after.Reason); ok && after.Status == metav1.ConditionTrue {
 		r.Events.Warning(mc, nil, reason, "Reconcile", "%s", after.Message)
 	}

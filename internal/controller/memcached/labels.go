@@ -15,6 +15,9 @@ const (
 	nameValue      = "memcached"
 )
 
+// objectLabelKeys are the controller's labels, which podLabels may not set.
+var objectLabelKeys = map[string]struct{}{labelName: {}, labelInstance: {}, labelManagedBy: {}, labelComponent: {}}
+
 // selectorLabels select the pods of one Memcached: unique per object within
 // its namespace, so two caches never share pods, Service endpoints or a PDB.
 func selectorLabels(mc *cachev1alpha1.Memcached) map[string]string {

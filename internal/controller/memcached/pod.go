@@ -19,31 +19,60 @@ const (
 )
 
 // desiredPodSpec is the pod of every instance: restricted-compliant (no
-// root, no token, no privilege), placed as the spec asks.
+// root, no token, no privilege), placed as the spec asks, with the TLS,
+// auth and extra volumes and the pod overrides.
 func desiredPodSpec(mc *cachev1alpha1.Memcached, s settings) (*corev1ac.PodSpecApplyConfiguration, error) {
 	containers, err := desiredContainers(&mc.Spec, s)
 	if err != nil {
 		return nil, err
 	}
+	volumes, err := desiredVolumes(&mc.Spec, s)
+	if err != nil {
+		return nil, err
+	}
+	security := corev1ac.PodSecurityContext().
+		WithRunAsNonRoot(true).
+		WithRunAsUser(memcacheUID).
+		WithRunAsGroup(memcacheUID).
+		WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
 	pod := corev1ac.PodSpec().
 		WithContainers(containers...).
 		WithAutomountServiceAccountToken(false).
-		WithEnableServiceLinks(false).
-		WithSecurityContext(corev1ac.PodSecurityContext().
-			WithRunAsNonRoot(true).
-			WithRunAsUser(memcacheUID).
-			WithRunAsGroup(memcacheUID).
-			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault)))
+		WithEnableServiceLinks(false)
+	if len(volumes) > 0 {
+		// The group of the mounted files and volumes, so that memcache
+		// (not root) can read the Secrets' files and write extstore.
+		security.WithFSGroup(memcacheUID).WithFSGroupChangePolicy(corev1.FSGroupChangeOnRootMismatch)
+		pod.WithVolumes(volumes...)
+	}
+	pod.WithSecurityContext(security)
+	applyPodOverrides(pod, &mc.Spec.PodOverrides)
 	if err := placePod(pod, mc); err != nil {
 		return nil, err
 	}
 	return pod, nil
 }
 
+// desiredVolumes: the TLS files, the auth file, the extra volumes.
+func desiredVolumes(spec *cachev1alpha1.MemcachedSpec, s settings) ([]*corev1ac.VolumeApplyConfiguration, error) {
+	var out []*corev1ac.VolumeApplyConfiguration
+	if s.TLS != nil {
+		out = append(out, tlsVolume(s.TLS))
+	}
+	if s.Auth != nil {
+		out = append(out, authVolume(s.Auth))
+	}
+	extra, err := extraVolumes(spec.ExtraVolumes)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, extra...), nil
+}
+
 // desiredContainers: memcached, and the exporter sidecar when enabled.
 func desiredContainers(spec *cachev1alpha1.MemcachedSpec, s settings) ([]*corev1ac.ContainerApplyConfiguration, error) {
-	memcached := memcachedContainer(s)
-	if err := withPullAndResources(memcached, spec.ImagePullPolicy, spec.Resources, "resources"); err != nil {
+	memcached := memcachedContainer(spec, s)
+	if err := withPullAndResources(memcached, spec.ImagePullPolicy, memcachedResources(spec.Resources, s), "resources"); err != nil {
 		return nil, err
 	}
 	if !s.Exporter {
@@ -56,8 +85,22 @@ func desiredContainers(spec *cachev1alpha1.MemcachedSpec, s settings) ([]*corev1
 	return []*corev1ac.ContainerApplyConfiguration{memcached, exporter}, nil
 }
 
-func memcachedContainer(s settings) *corev1ac.ContainerApplyConfiguration {
-	return corev1ac.Container().
+// memcachedResources are the spec's resources with the default memory
+// limit when the spec sets none.
+func memcachedResources(res corev1.ResourceRequirements, s settings) corev1.ResourceRequirements {
+	if s.DefaultMemoryLimit == nil {
+		return res
+	}
+	out := *res.DeepCopy()
+	if out.Limits == nil {
+		out.Limits = corev1.ResourceList{}
+	}
+	out.Limits[corev1.ResourceMemory] = *s.DefaultMemoryLimit
+	return out
+}
+
+func memcachedContainer(spec *cachev1alpha1.MemcachedSpec, s settings) *corev1ac.ContainerApplyConfiguration {
+	c := corev1ac.Container().
 		WithName(containerMemcached).
 		WithImage(s.Image).
 		WithArgs(memcachedArgs(s)...).
@@ -68,19 +111,33 @@ func memcachedContainer(s settings) *corev1ac.ContainerApplyConfiguration {
 		WithReadinessProbe(tcpProbe(cachev1alpha1.MemcachedPortName).
 			WithPeriodSeconds(5).WithTimeoutSeconds(2).WithFailureThreshold(2)).
 		WithSecurityContext(restrictedContainerSecurity())
+	if s.TLS != nil {
+		c.WithVolumeMounts(tlsMount())
+	}
+	if s.Auth != nil {
+		c.WithVolumeMounts(authMount())
+	}
+	applyContainerOverrides(c, &spec.PodOverrides)
+	return c
 }
 
 func exporterContainer(s settings) *corev1ac.ContainerApplyConfiguration {
-	return corev1ac.Container().
+	c := corev1ac.Container().
 		WithName(containerExporter).
 		WithImage(s.ExporterImage).
 		WithArgs(fmt.Sprintf("--memcached.address=127.0.0.1:%d", cachev1alpha1.MemcachedPort),
 			fmt.Sprintf("--web.listen-address=:%d", cachev1alpha1.ExporterPort)).
+		WithArgs(exporterTLSArgs(s.TLS, true)...).
 		WithPorts(corev1ac.ContainerPort().WithName(cachev1alpha1.ExporterPortName).
 			WithContainerPort(cachev1alpha1.ExporterPort).WithProtocol(corev1.ProtocolTCP)).
 		WithReadinessProbe(tcpProbe(cachev1alpha1.ExporterPortName).
 			WithPeriodSeconds(10).WithTimeoutSeconds(2)).
 		WithSecurityContext(restrictedContainerSecurity())
+	if s.TLS != nil && s.TLS.ClientCA != nil {
+		// Its client certificate for mutual TLS.
+		c.WithVolumeMounts(tlsMount())
+	}
+	return c
 }
 
 // withPullAndResources sets the user's pull policy and resources on c, only

@@ -36,7 +36,7 @@ func (r *Reconciler) reconcileService(ctx context.Context, mc *cachev1alpha1.Mem
 		obs.serviceName = mc.Name
 	}
 	if obs.serviceName != "" {
-		if obs.servers, err = readyServers(ctx, r.Client, mc.Namespace, obs.serviceName); err != nil {
+		if obs.servers, err = readyServers(ctx, r.Client, s.Kind, mc.Namespace, obs.serviceName); err != nil {
 			return nil, err
 		}
 	}
@@ -81,8 +81,8 @@ func desiredService(mc *cachev1alpha1.Memcached, s settings) *corev1ac.ServiceAp
 			WithPort(cachev1alpha1.ExporterPort).WithTargetPort(intstr.FromString(cachev1alpha1.ExporterPortName)))
 	}
 	svc := corev1ac.Service(mc.Name, mc.Namespace)
-	if s.ServiceMonitor {
-		svc.WithAnnotations(map[string]string{AnnotationServiceMonitor: "true"})
+	if a := serviceAnnotations(s); len(a) > 0 {
+		svc.WithAnnotations(a)
 	}
 	return svc.
 		WithLabels(objectLabels(mc)).
@@ -95,6 +95,33 @@ func desiredService(mc *cachev1alpha1.Memcached, s settings) *corev1ac.ServiceAp
 			WithClusterIP(corev1.ClusterIPNone).
 			WithSelector(selectorLabels(mc)).
 			WithPorts(ports...))
+}
+
+// Annotations on the Service saying what its clients must speak.
+const (
+	// AnnotationTLS "true": connections must use TLS (spec.tls).
+	AnnotationTLS = "cache.runbook.dev/tls"
+	// AnnotationMutualTLS "true": clients must present a certificate.
+	AnnotationMutualTLS = "cache.runbook.dev/mutual-tls"
+	// AnnotationAuth "true": clients must authenticate (spec.auth).
+	AnnotationAuth = "cache.runbook.dev/auth"
+)
+
+func serviceAnnotations(s settings) map[string]string {
+	a := map[string]string{}
+	if s.ServiceMonitor {
+		a[AnnotationServiceMonitor] = "true"
+	}
+	if s.TLS != nil {
+		a[AnnotationTLS] = "true"
+		if s.TLS.ClientCA != nil {
+			a[AnnotationMutualTLS] = "true"
+		}
+	}
+	if s.Auth != nil {
+		a[AnnotationAuth] = "true"
+	}
+	return a
 }
 
 // removeClashingPorts deletes the Service ports that someone else set with

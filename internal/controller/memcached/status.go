@@ -7,9 +7,8 @@ import (
 	"strings"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	cachev1alpha1 "github.com/runbook-dev/runbook/api/cache/v1alpha1"
@@ -22,28 +21,48 @@ type observation struct {
 	// status reports it even when it is written onto a fresher copy of a
 	// newer generation: that one gets its own reconcile.
 	generation int64
-	// size is the resolved spec.size.
+	// size and kind are the resolved spec.size and spec.workloadKind.
 	size int32
-	// deployment is the live Deployment owned by the Memcached (after the
-	// apply, when there was one); nil when it does not exist (yet) or is
-	// foreign.
-	deployment *appsv1.Deployment
+	kind cachev1alpha1.WorkloadKind
+	// workload is the live Deployment or StatefulSet owned by the
+	// Memcached (after the apply, when there was one); nil when it does
+	// not exist (yet) or is foreign.
+	workload *workloadState
 	// serviceName is set when the headless Service exists and is owned.
 	serviceName string
-	// servers are the ready host:port endpoints of the Service.
+	// servers are the ready endpoints of the Service.
 	servers []string
 	// foreign lists same-named objects owned by someone else, e.g.
 	// "Deployment shop/cache".
 	foreign []string
 	// invalid is a spec the controller refuses to run.
 	invalid error
-	// applyErr is an apiserver error while applying the owned objects.
+	// secretNotUsable says which Secret the spec names that may not or
+	// cannot be used; nothing is applied.
+	secretNotUsable string
+	// keyErr: the fingerprint key is unavailable; nothing is applied.
+	keyErr error
+	// usesSecrets: the spec names Secrets, which are not watched but read
+	// again now and then.
+	usesSecrets bool
+	// applyErr is an apiserver error while reading Secrets or applying the
+	// owned objects.
 	applyErr error
 	// serviceMonitorUnsupported: a ServiceMonitor is wanted but the
 	// cluster does not serve the kind.
 	serviceMonitorUnsupported bool
 	// created lists the kinds created in this reconcile, for one event.
 	created []string
+}
+
+// mayApply: nothing stops the controller from applying the spec.
+func (o *observation) mayApply() bool {
+	return o.invalid == nil && o.secretNotUsable == "" && o.keyErr == nil && o.applyErr == nil
+}
+
+// blocked: the controller did not apply the spec on purpose.
+func (o *observation) blocked() bool {
+	return o.invalid != nil || o.secretNotUsable != "" || o.keyErr != nil
 }
 
 // writeStatus writes the status computed from obs when it differs from the
@@ -78,49 +97,32 @@ func computeStatus(mc *cachev1alpha1.Memcached, obs observation, now time.Time) 
 		Servers:            obs.servers,
 		Conditions:         slices.Clone(mc.Status.Conditions),
 	}
-	if d := obs.deployment; d != nil {
-		st.Replicas = d.Status.Replicas
-		st.ReadyReplicas = d.Status.ReadyReplicas
+	if w := obs.workload; w != nil {
+		st.Replicas = w.replicas
+		st.ReadyReplicas = w.ready
+		st.TLS, st.Auth = ptr.To(w.tls), ptr.To(w.auth)
 	}
 	conds := status.NewConditions(&st.Conditions, obs.generation, now)
-	trouble := rolloutTroubleOf(obs.deployment)
-	setDegraded(conds, obs, trouble)
-	setAvailable(conds, obs.deployment, obs.size)
-	setProgressing(conds, obs, trouble)
+	setDegraded(conds, obs)
+	setAvailable(conds, obs)
+	setProgressing(conds, obs)
 	return st
 }
 
-// rolloutTrouble is what the Deployment's own conditions say is wrong.
-type rolloutTrouble struct {
-	// progressDeadline: the rollout exceeded progressDeadlineSeconds.
-	progressDeadline *appsv1.DeploymentCondition
-	// replicaFailure: pods cannot be created (e.g. quota).
-	replicaFailure *appsv1.DeploymentCondition
-}
-
-func rolloutTroubleOf(d *appsv1.Deployment) rolloutTrouble {
-	var t rolloutTrouble
-	if d == nil {
-		return t
-	}
-	for i := range d.Status.Conditions {
-		c := &d.Status.Conditions[i]
-		if c.Type == appsv1.DeploymentProgressing && c.Reason == "ProgressDeadlineExceeded" && c.Status == corev1.ConditionFalse {
-			t.progressDeadline = c
-		}
-		if c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue {
-			t.replicaFailure = c
-		}
-	}
-	return t
-}
-
 // setDegraded: the first problem that needs a human wins.
-func setDegraded(conds status.Conditions, obs observation, trouble rolloutTrouble) {
+func setDegraded(conds status.Conditions, obs observation) {
 	const typ = cachev1alpha1.ConditionDegraded
+	var trouble rolloutTrouble
+	if obs.workload != nil {
+		trouble = obs.workload.trouble
+	}
 	switch {
 	case obs.invalid != nil:
 		conds.True(typ, cachev1alpha1.ReasonInvalidSpec, obs.invalid.Error())
+	case obs.secretNotUsable != "":
+		conds.True(typ, cachev1alpha1.ReasonSecretNotUsable, obs.secretNotUsable+"; nothing is applied until then, the running instances keep running")
+	case obs.keyErr != nil:
+		conds.True(typ, cachev1alpha1.ReasonFingerprintKeyUnavailable, obs.keyErr.Error())
 	case len(obs.foreign) > 0:
 		conds.True(typ, cachev1alpha1.ReasonForeignObject,
 			fmt.Sprintf("%s already exist(s) and is not controlled by this Memcached; the controller leaves it alone. Delete or rename it, or rename this Memcached",
@@ -140,39 +142,41 @@ func setDegraded(conds status.Conditions, obs observation, trouble rolloutTroubl
 }
 
 // setAvailable: every requested instance ready for minReadySeconds.
-func setAvailable(conds status.Conditions, d *appsv1.Deployment, size int32) {
+func setAvailable(conds status.Conditions, obs observation) {
 	const typ = cachev1alpha1.ConditionAvailable
+	w, size := obs.workload, obs.size
 	switch {
-	case d == nil:
-		conds.False(typ, cachev1alpha1.ReasonDeploymentMissing, "The Deployment of this Memcached does not exist")
+	case w == nil:
+		reason, msg := missingReason(obs.kind)
+		conds.False(typ, reason, msg)
 	case size == 0:
 		conds.False(typ, cachev1alpha1.ReasonParked, "size is 0: no instance runs")
-	case d.Status.AvailableReplicas >= size:
+	case w.available >= size:
 		conds.True(typ, cachev1alpha1.ReasonAllInstancesAvailable, fmt.Sprintf("%d/%d instances available", size, size))
 	default:
-		conds.False(typ, cachev1alpha1.ReasonInstancesUnavailable, fmt.Sprintf("%d/%d instances available", d.Status.AvailableReplicas, size))
+		conds.False(typ, cachev1alpha1.ReasonInstancesUnavailable, fmt.Sprintf("%d/%d instances available", w.available, size))
 	}
 }
 
-// setProgressing: the Deployment has not reached the desired state yet.
-func setProgressing(conds status.Conditions, obs observation, trouble rolloutTrouble) {
+// setProgressing: the workload has not reached the desired state yet.
+func setProgressing(conds status.Conditions, obs observation) {
 	const typ = cachev1alpha1.ConditionProgressing
-	d, size := obs.deployment, obs.size
+	w, size := obs.workload, obs.size
 	switch {
-	case d == nil || obs.invalid != nil:
+	case w == nil || obs.blocked():
 		conds.False(typ, cachev1alpha1.ReasonBlocked, "The controller cannot apply the spec; see the Degraded condition")
-	case trouble.progressDeadline != nil:
-		conds.False(typ, cachev1alpha1.ReasonProgressDeadlineExceeded, trouble.progressDeadline.Message)
-	case d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas < size:
-		if d.Status.Replicas < size {
-			conds.True(typ, cachev1alpha1.ReasonScalingUp, fmt.Sprintf("%d of %d instances exist", d.Status.Replicas, size))
+	case w.trouble.progressDeadline != nil:
+		conds.False(typ, cachev1alpha1.ReasonProgressDeadlineExceeded, w.trouble.progressDeadline.Message)
+	case w.observedGeneration < w.generation || w.updated < size:
+		if w.replicas < size {
+			conds.True(typ, cachev1alpha1.ReasonScalingUp, fmt.Sprintf("%d of %d instances exist", w.replicas, size))
 		} else {
-			conds.True(typ, cachev1alpha1.ReasonRollingOut, fmt.Sprintf("%d of %d instances run the current configuration", d.Status.UpdatedReplicas, size))
+			conds.True(typ, cachev1alpha1.ReasonRollingOut, fmt.Sprintf("%d of %d instances run the current configuration", w.updated, size))
 		}
-	case d.Status.Replicas > size:
-		conds.True(typ, cachev1alpha1.ReasonScalingDown, fmt.Sprintf("%d instances exist, %d wanted", d.Status.Replicas, size))
-	case d.Status.AvailableReplicas < size:
-		conds.True(typ, cachev1alpha1.ReasonWaitingForReadiness, fmt.Sprintf("%d of %d instances available", d.Status.AvailableReplicas, size))
+	case w.replicas > size:
+		conds.True(typ, cachev1alpha1.ReasonScalingDown, fmt.Sprintf("%d instances exist, %d wanted", w.replicas, size))
+	case w.available < size:
+		conds.True(typ, cachev1alpha1.ReasonWaitingForReadiness, fmt.Sprintf("%d of %d instances available", w.available, size))
 	case size == 0:
 		conds.False(typ, cachev1alpha1.ReasonParked, "size is 0: no instance runs")
 	default:

@@ -13,9 +13,9 @@ import (
 	cachev1alpha1 "github.com/runbook-dev/runbook/api/cache/v1alpha1"
 )
 
-func deploymentWith(gen, observed int64, st appsv1.DeploymentStatus) *appsv1.Deployment {
+func deploymentWith(gen, observed int64, st appsv1.DeploymentStatus) *workloadState {
 	st.ObservedGeneration = observed
-	return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Generation: gen}, Status: st}
+	return deploymentState(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Generation: gen}, Status: st})
 }
 
 func TestComputeStatusConditions(t *testing.T) {
@@ -32,49 +32,49 @@ func TestComputeStatusConditions(t *testing.T) {
 		{
 			name:    "all ready",
 			size:    3,
-			obs:     observation{deployment: deploymentWith(2, 2, appsv1.DeploymentStatus{Replicas: 3, UpdatedReplicas: 3, ReadyReplicas: 3, AvailableReplicas: 3})},
+			obs:     observation{workload: deploymentWith(2, 2, appsv1.DeploymentStatus{Replicas: 3, UpdatedReplicas: 3, ReadyReplicas: 3, AvailableReplicas: 3})},
 			want:    conds{cachev1alpha1.ReasonAllInstancesAvailable, cachev1alpha1.ReasonRolloutComplete, cachev1alpha1.ReasonAsExpected},
 			wantAvl: metav1.ConditionTrue, wantProg: metav1.ConditionFalse, wantDeg: metav1.ConditionFalse,
 		},
 		{
 			name:    "just created: nothing observed yet",
 			size:    3,
-			obs:     observation{deployment: deploymentWith(1, 0, appsv1.DeploymentStatus{})},
+			obs:     observation{workload: deploymentWith(1, 0, appsv1.DeploymentStatus{})},
 			want:    conds{cachev1alpha1.ReasonInstancesUnavailable, cachev1alpha1.ReasonScalingUp, cachev1alpha1.ReasonAsExpected},
 			wantAvl: metav1.ConditionFalse, wantProg: metav1.ConditionTrue, wantDeg: metav1.ConditionFalse,
 		},
 		{
 			name:    "pods exist, not ready",
 			size:    3,
-			obs:     observation{deployment: deploymentWith(1, 1, appsv1.DeploymentStatus{Replicas: 3, UpdatedReplicas: 3, ReadyReplicas: 1, AvailableReplicas: 1})},
+			obs:     observation{workload: deploymentWith(1, 1, appsv1.DeploymentStatus{Replicas: 3, UpdatedReplicas: 3, ReadyReplicas: 1, AvailableReplicas: 1})},
 			want:    conds{cachev1alpha1.ReasonInstancesUnavailable, cachev1alpha1.ReasonWaitingForReadiness, cachev1alpha1.ReasonAsExpected},
 			wantAvl: metav1.ConditionFalse, wantProg: metav1.ConditionTrue, wantDeg: metav1.ConditionFalse,
 		},
 		{
 			name:    "config rollout: old pods still serve",
 			size:    3,
-			obs:     observation{deployment: deploymentWith(3, 3, appsv1.DeploymentStatus{Replicas: 3, UpdatedReplicas: 1, ReadyReplicas: 3, AvailableReplicas: 3})},
+			obs:     observation{workload: deploymentWith(3, 3, appsv1.DeploymentStatus{Replicas: 3, UpdatedReplicas: 1, ReadyReplicas: 3, AvailableReplicas: 3})},
 			want:    conds{cachev1alpha1.ReasonAllInstancesAvailable, cachev1alpha1.ReasonRollingOut, cachev1alpha1.ReasonAsExpected},
 			wantAvl: metav1.ConditionTrue, wantProg: metav1.ConditionTrue, wantDeg: metav1.ConditionFalse,
 		},
 		{
 			name:    "scaling down",
 			size:    2,
-			obs:     observation{deployment: deploymentWith(4, 4, appsv1.DeploymentStatus{Replicas: 5, UpdatedReplicas: 5, ReadyReplicas: 5, AvailableReplicas: 5})},
+			obs:     observation{workload: deploymentWith(4, 4, appsv1.DeploymentStatus{Replicas: 5, UpdatedReplicas: 5, ReadyReplicas: 5, AvailableReplicas: 5})},
 			want:    conds{cachev1alpha1.ReasonAllInstancesAvailable, cachev1alpha1.ReasonScalingDown, cachev1alpha1.ReasonAsExpected},
 			wantAvl: metav1.ConditionTrue, wantProg: metav1.ConditionTrue, wantDeg: metav1.ConditionFalse,
 		},
 		{
 			name:    "parked",
 			size:    0,
-			obs:     observation{deployment: deploymentWith(5, 5, appsv1.DeploymentStatus{})},
+			obs:     observation{workload: deploymentWith(5, 5, appsv1.DeploymentStatus{})},
 			want:    conds{cachev1alpha1.ReasonParked, cachev1alpha1.ReasonParked, cachev1alpha1.ReasonAsExpected},
 			wantAvl: metav1.ConditionFalse, wantProg: metav1.ConditionFalse, wantDeg: metav1.ConditionFalse,
 		},
 		{
 			name: "rollout stuck",
 			size: 2,
-			obs: observation{deployment: deploymentWith(2, 2, appsv1.DeploymentStatus{Replicas: 2, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1,
+			obs: observation{workload: deploymentWith(2, 2, appsv1.DeploymentStatus{Replicas: 2, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1,
 				Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded", Message: "ReplicaSet has timed out progressing."}}})},
 			want:    conds{cachev1alpha1.ReasonInstancesUnavailable, cachev1alpha1.ReasonProgressDeadlineExceeded, cachev1alpha1.ReasonRolloutStuck},
 			wantAvl: metav1.ConditionFalse, wantProg: metav1.ConditionFalse, wantDeg: metav1.ConditionTrue,
@@ -82,7 +82,7 @@ func TestComputeStatusConditions(t *testing.T) {
 		{
 			name: "replica failure (e.g. quota)",
 			size: 2,
-			obs: observation{deployment: deploymentWith(1, 1, appsv1.DeploymentStatus{Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1,
+			obs: observation{workload: deploymentWith(1, 1, appsv1.DeploymentStatus{Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1,
 				Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentReplicaFailure, Status: corev1.ConditionTrue, Reason: "FailedCreate", Message: "exceeded quota"}}})},
 			want:    conds{cachev1alpha1.ReasonInstancesUnavailable, cachev1alpha1.ReasonScalingUp, cachev1alpha1.ReasonReplicaFailure},
 			wantAvl: metav1.ConditionFalse, wantProg: metav1.ConditionTrue, wantDeg: metav1.ConditionTrue,
@@ -97,14 +97,14 @@ func TestComputeStatusConditions(t *testing.T) {
 		{
 			name:    "invalid spec keeps reporting the running pods",
 			size:    1,
-			obs:     observation{invalid: errors.New("bad"), deployment: deploymentWith(1, 1, appsv1.DeploymentStatus{Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1})},
+			obs:     observation{invalid: errors.New("bad"), workload: deploymentWith(1, 1, appsv1.DeploymentStatus{Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1})},
 			want:    conds{cachev1alpha1.ReasonAllInstancesAvailable, cachev1alpha1.ReasonBlocked, cachev1alpha1.ReasonInvalidSpec},
 			wantAvl: metav1.ConditionTrue, wantProg: metav1.ConditionFalse, wantDeg: metav1.ConditionTrue,
 		},
 		{
 			name:    "apply failed",
 			size:    1,
-			obs:     observation{applyErr: errors.New("forbidden"), deployment: deploymentWith(1, 1, appsv1.DeploymentStatus{Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1})},
+			obs:     observation{applyErr: errors.New("forbidden"), workload: deploymentWith(1, 1, appsv1.DeploymentStatus{Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1})},
 			want:    conds{cachev1alpha1.ReasonAllInstancesAvailable, cachev1alpha1.ReasonRolloutComplete, cachev1alpha1.ReasonApplyFailed},
 			wantAvl: metav1.ConditionTrue, wantProg: metav1.ConditionFalse, wantDeg: metav1.ConditionTrue,
 		},
@@ -143,7 +143,7 @@ func TestComputeStatusIsStable(t *testing.T) {
 	obs := observation{
 		generation:  mc.Generation,
 		size:        2,
-		deployment:  deploymentWith(1, 1, appsv1.DeploymentStatus{Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2}),
+		workload:    deploymentWith(1, 1, appsv1.DeploymentStatus{Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2}),
 		serviceName: "c",
 		servers:     []string{"10.0.0.1:11211", "10.0.0.2:11211"},
 	}
@@ -165,7 +165,7 @@ func TestComputeStatusIsStable(t *testing.T) {
 		}
 	}
 	// One instance goes unready: Available flips and gets a new time.
-	obs.deployment.Status.AvailableReplicas = 1
+	obs.workload.available = 1
 	third := computeStatus(mc, obs, t0.Add(2*time.Hour))
 	avail := meta.FindStatusCondition(third.Conditions, cachev1alpha1.ConditionAvailable)
 	if avail.Status != metav1.ConditionFalse || !avail.LastTransitionTime.Time.Equal(t0.Add(2*time.Hour)) {

@@ -41,8 +41,9 @@ var (
 )
 
 const (
-	waitLong = 3 * time.Minute
-	poll     = 250 * time.Millisecond
+	waitLong     = 3 * time.Minute
+	poll         = 250 * time.Millisecond
+	secretResync = 3 * time.Second
 )
 
 func TestMain(m *testing.M) {
@@ -59,7 +60,10 @@ func run(m *testing.M) int {
 	}
 	defer suite.Stop()
 	kc = suite.Cluster
-	mgr, err = cluster.StartManager(ctx, suite.ManagerBinary, kc.Kubeconfig, "--controllers=memcached")
+	// Secrets are read again every few seconds here (5m by default), so
+	// that a renewal reaches the pods within the test.
+	mgr, err = cluster.StartManager(ctx, suite.ManagerBinary, kc.Kubeconfig, "--controllers=memcached",
+		"--memcached-secret-resync-period="+secretResync.String())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -131,7 +131,10 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		return 1
 	}
-	r, err := mccontroller.Setup(mgr, mccontroller.Options{MaxConcurrentReconciles: 2})
+	// Secrets are not watched but read again: shortened so that a test sees
+	// a Secret created or renewed within seconds.
+	r, err := mccontroller.Setup(mgr, mccontroller.Options{MaxConcurrentReconciles: 2,
+		SecretRecheck: secretRecheck, SecretResync: 2 * secretRecheck})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "setup:", err)
 		return 1
@@ -196,4 +199,7 @@ func newNamespace(t *testing.T) string {
 const (
 	timeout  = 60 * time.Second
 	interval = 100 * time.Millisecond
+	// secretRecheck is the suite's --memcached-secret-resync-period/2 and
+	// recheck of Secrets that may not be used yet.
+	secretRecheck = time.Second
 )
