@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/runbook-dev/runbook/test/testenv"
 )
@@ -39,8 +40,8 @@ func (s *Suite) setup(ctx context.Context, prefix string) error {
 	if _, err := s.Kubectl(ctx, "apply", "--server-side", "-f", filepath.Join(testenv.RepoRoot(), "config", "crd", "bases")); err != nil {
 		return fmt.Errorf("installing CRDs: %w", err)
 	}
-	if _, err := s.Kubectl(ctx, "wait", "--for=condition=Established", "crd", "--all", "--timeout=120s"); err != nil {
-		return fmt.Errorf("waiting for the CRDs: %w", err)
+	if err := s.WaitCRDsEstablished(ctx, 2*time.Minute); err != nil {
+		return err
 	}
 	dir, err := os.MkdirTemp("", prefix+"-e2e-")
 	if err != nil {
