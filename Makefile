@@ -11,6 +11,8 @@ export PATH := $(K8S_BIN):$(BIN):$(PATH)
 CONTROLLER_GEN_VERSION ?= v0.23.0
 # prometheus-operator whose ServiceMonitor CRD the tests validate against.
 PROMETHEUS_OPERATOR_VERSION ?= v0.95.2
+# KEDA whose ScaledObject CRD the NSScaler tests pause and unpause.
+KEDA_VERSION ?= v2.21.0
 KUSTOMIZE_VERSION ?= v5.8.2
 GOLANGCI_LINT_VERSION ?= v2.15.0
 HELM_VERSION ?= v3.22.0
@@ -187,6 +189,10 @@ helm-template: $(HELM) ## Render the chart with its default values.
 .PHONY: servicemonitor-crd
 servicemonitor-crd: $(CONTROLLER_GEN) ## Regenerate the ServiceMonitor CRD test fixture from prometheus-operator's API types.
 	hack/servicemonitor-crd.sh $(PROMETHEUS_OPERATOR_VERSION) $(CONTROLLER_GEN)
+
+.PHONY: keda-crd
+keda-crd: $(CONTROLLER_GEN) ## Regenerate the KEDA ScaledObject CRD test fixture from KEDA's API types.
+	hack/keda-crd.sh $(KEDA_VERSION) $(CONTROLLER_GEN)
 
 docs-rbac: manifests ## Rewrite the RBAC rules table of docs/security.md from config/rbac/role.yaml.
 	UPDATE_RBAC_DOC=1 go test -count=1 -run TestSecurityDocListsTheRBACRules ./test/install/

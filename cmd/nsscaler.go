@@ -22,15 +22,29 @@ func registerNSScaler(reg *registry.Registry, scheme *runtime.Scheme, fs *flag.F
 		"Workload writes per second the nsscaler controller may send; 0: no limit but --nsscaler-write-concurrency.")
 	workers := fs.Int("nsscaler-max-concurrent-reconciles", 1,
 		"NSScalers the nsscaler controller reconciles in parallel; 1 by default, since NSScalers interact through namespace ownership.")
+	protected := fs.String("nsscaler-protected-namespaces", "",
+		"Comma-separated globs (*, ?, [a-z]) of namespaces no NSScaler ever parks, besides kube-system, kube-public, kube-node-lease, the operator's namespace and namespaces labelled scaling.runbook.dev/protected=true.")
+	fightThreshold := fs.Int("nsscaler-fight-threshold", nsscaler.DefaultFightThreshold,
+		"Scale-ups of a parked workload by another field manager, within --nsscaler-fight-window, after which the nsscaler controller stops re-parking it for a while.")
+	fightWindow := fs.Duration("nsscaler-fight-window", nsscaler.DefaultFightWindow,
+		"The window in which --nsscaler-fight-threshold scale-ups make a workload contested.")
+	fightBackoff := fs.Duration("nsscaler-fight-backoff", nsscaler.DefaultFightBackoff,
+		"How long a contested workload is first left alone; doubled each time the fight resumes.")
+	fightMaxBackoff := fs.Duration("nsscaler-fight-max-backoff", nsscaler.DefaultFightMaxBackoff,
+		"The longest a contested workload is left alone at once.")
 	reg.Add(nsscaler.Name, func(mgr ctrl.Manager) error {
 		metrics, err := nsscaler.NewMetrics(crmetrics.Registry)
 		if err != nil {
 			return err
 		}
 		_, err = nsscaler.Setup(mgr, nsscaler.Options{
-			Clock:                   clock.RealClock{},
-			Metrics:                 metrics,
-			OperatorNamespace:       *shared.operatorNamespace,
+			Clock:               clock.RealClock{},
+			Metrics:             metrics,
+			OperatorNamespace:   *shared.operatorNamespace,
+			ProtectedNamespaces: splitList(*protected),
+			Fights: nsscaler.FightPolicy{
+				Threshold: *fightThreshold, Window: *fightWindow, Backoff: *fightBackoff, MaxBackoff: *fightMaxBackoff,
+			},
 			WriteConcurrency:        *writes,
 			WriteQPS:                *qps,
 			MaxConcurrentReconciles: *workers,

@@ -50,6 +50,7 @@ type WorkloadKind struct {
 // NSScalerSpec selects namespaces and says which of their workloads to park.
 // +kubebuilder:validation:XValidation:rule="(has(self.namespacePrefix) && size(self.namespacePrefix) > 0) || has(self.namespaceSelector)",message="set namespacePrefix or namespaceSelector (or both)"
 // +kubebuilder:validation:XValidation:rule="!has(self.namespaceSelector) || (has(self.namespaceSelector.matchLabels) && size(self.namespaceSelector.matchLabels) > 0) || (has(self.namespaceSelector.matchExpressions) && size(self.namespaceSelector.matchExpressions) > 0)",message="namespaceSelector must not be empty: an empty selector would select every namespace"
+// +kubebuilder:validation:XValidation:rule="!has(self.excludeSelector) || (has(self.excludeSelector.matchLabels) && size(self.excludeSelector.matchLabels) > 0) || (has(self.excludeSelector.matchExpressions) && size(self.excludeSelector.matchExpressions) > 0)",message="excludeSelector must not be empty: an empty selector would exclude every workload"
 type NSScalerSpec struct {
 	// NamespacePrefix selects the namespaces whose name starts with it. When
 	// namespaceSelector is set too, a namespace must match both.
@@ -94,6 +95,34 @@ type NSScalerSpec struct {
 	// +optional
 	// +kubebuilder:default=Restore
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+
+	// Schedule parks the selected, non-whitelisted namespaces only during
+	// its sleep windows (and Asleep exceptions). Without a schedule they are
+	// parked all the time.
+	// +optional
+	Schedule *Schedule `json:"schedule,omitempty"`
+
+	// Wake lets namespaces run until a time; each is parked again by itself
+	// when its entry expires. Entries that expired are ignored (and may be
+	// removed at leisure).
+	// +optional
+	// +listType=map
+	// +listMapKey=namespace
+	// +kubebuilder:validation:MaxItems=256
+	Wake []WakeEntry `json:"wake,omitempty"`
+
+	// ExcludeSelector selects workloads (by their own labels) that are never
+	// parked; a parked workload that comes to match is restored. It must
+	// not be empty.
+	// +optional
+	ExcludeSelector *metav1.LabelSelector `json:"excludeSelector,omitempty"`
+
+	// Mode is Enforce (default) or DryRun: nothing is written to
+	// workloads; status and events say what would be parked or restored,
+	// and status.nextTransition when.
+	// +optional
+	// +kubebuilder:default=Enforce
+	Mode Mode `json:"mode,omitempty"`
 }
 
 // Condition types of an NSScaler.
@@ -105,6 +134,9 @@ const (
 	// ConditionDegraded is True when some workloads could not be handled or
 	// namespaces are contested by another NSScaler.
 	ConditionDegraded = "Degraded"
+	// ConditionContested is True while another field manager keeps scaling
+	// up parked workloads and the controller has stopped re-parking them.
+	ConditionContested = "Contested"
 )
 
 // Condition reasons of an NSScaler.
@@ -123,6 +155,18 @@ const (
 	ReasonAsExpected        = "AsExpected"
 	ReasonRestoring         = "Restoring"
 	ReasonInvalidSelector   = "InvalidSelector"
+	// ReasonInvalidSchedule: the schedule cannot be evaluated (an unknown
+	// time zone, an exception whose end precedes its start); nothing is
+	// parked or restored until it is fixed.
+	ReasonInvalidSchedule = "InvalidSchedule"
+	// ReasonDryRun: spec.mode is DryRun; the message says what would be
+	// done.
+	ReasonDryRun = "DryRun"
+	// ReasonFieldManagerConflict: Contested is True; the message names the
+	// workloads and the managers scaling them up.
+	ReasonFieldManagerConflict = "FieldManagerConflict"
+	// ReasonNoConflict: Contested is False.
+	ReasonNoConflict = "NoConflict"
 )
 
 // Event reasons of an NSScaler (events.k8s.io/v1, regarding the NSScaler,
@@ -136,6 +180,16 @@ const (
 	EventNamespaceRestored = "NamespaceRestored"
 	// EventWorkloadsFailed (Warning): writes in a namespace failed.
 	EventWorkloadsFailed = "WorkloadsFailed"
+	// EventWouldPark (Normal): a DryRun NSScaler would park workloads in a
+	// namespace now.
+	EventWouldPark = "WouldPark"
+	// EventWouldRestore (Normal): a DryRun NSScaler would restore workloads
+	// in a namespace now.
+	EventWouldRestore = "WouldRestore"
+	// EventWorkloadContested (Warning): another field manager scaled a
+	// parked workload up repeatedly; the controller stops re-parking it for
+	// a while (the note names the manager and until when).
+	EventWorkloadContested = "WorkloadContested"
 )
 
 // NamespaceConflict names a namespace that another NSScaler selects too.
@@ -152,7 +206,7 @@ type NSScalerStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions: Ready, Parked, Degraded.
+	// Conditions: Ready, Parked, Degraded, Contested.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -207,6 +261,47 @@ type NSScalerStatus struct {
 	// spec.kinds.
 	// +optional
 	ParkedKinds []WorkloadKind `json:"parkedKinds,omitempty"`
+
+	// Phase is Asleep (every owned namespace parked), Awake (none) or
+	// Partial (some run: whitelisted or woken).
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+
+	// Reason says in words why the phase is what it is (the window or
+	// exception in force, no schedule, suspended, DryRun).
+	// +optional
+	Reason string `json:"reason,omitempty"`
+
+	// NextTransition is when the schedule (or a wake entry) next changes
+	// what is parked; empty when nothing is due.
+	// +optional
+	NextTransition *metav1.Time `json:"nextTransition,omitempty"`
+
+	// ActiveException is the schedule exception in force, if any.
+	// +optional
+	ActiveException *ActiveException `json:"activeException,omitempty"`
+
+	// Woken are the wake entries in force (namespace and until).
+	// +optional
+	Woken []WakeEntry `json:"woken,omitempty"`
+
+	// ExcludedWorkloads counts workloads in parked namespaces that are not
+	// parked because they are excluded (annotation or excludeSelector).
+	// +optional
+	ExcludedWorkloads int32 `json:"excludedWorkloads"`
+
+	// ContestedWorkloads counts workloads the controller stopped re-parking
+	// because another field manager keeps scaling them up.
+	// +optional
+	ContestedWorkloads int32 `json:"contestedWorkloads"`
+
+	// Contested lists (at most 10 of) them.
+	// +optional
+	Contested []ContestedWorkload `json:"contested,omitempty"`
+
+	// DryRun says what a DryRun NSScaler would do now.
+	// +optional
+	DryRun *DryRunStatus `json:"dryRun,omitempty"`
 }
 
 // NSScaler parks every workload of the selected namespaces except a
@@ -215,12 +310,17 @@ type NSScalerStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=nss
-// +kubebuilder:printcolumn:name="Prefix",type=string,JSONPath=`.spec.namespacePrefix`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`,description="Asleep, Awake or Partial"
+// +kubebuilder:printcolumn:name="Until",type=string,JSONPath=`.status.nextTransition`,description="When the phase next changes by itself (UTC)"
 // +kubebuilder:printcolumn:name="Parked",type=integer,JSONPath=`.status.parkedNamespaceCount`
 // +kubebuilder:printcolumn:name="Active",type=integer,JSONPath=`.status.activeNamespaceCount`
-// +kubebuilder:printcolumn:name="Workloads",type=integer,JSONPath=`.status.parkedWorkloads`,priority=1
-// +kubebuilder:printcolumn:name="Pods",type=integer,JSONPath=`.status.podsRemaining`
 // +kubebuilder:printcolumn:name="Done",type=boolean,JSONPath=`.status.done`
+// +kubebuilder:printcolumn:name="Why",type=string,JSONPath=`.status.reason`,description="The window, exception or setting that decides the phase"
+// +kubebuilder:printcolumn:name="Prefix",type=string,JSONPath=`.spec.namespacePrefix`,priority=1
+// +kubebuilder:printcolumn:name="Workloads",type=integer,JSONPath=`.status.parkedWorkloads`,priority=1
+// +kubebuilder:printcolumn:name="Pods",type=integer,JSONPath=`.status.podsRemaining`,priority=1
+// +kubebuilder:printcolumn:name="Excluded",type=integer,JSONPath=`.status.excludedWorkloads`,priority=1
+// +kubebuilder:printcolumn:name="Contested",type=integer,JSONPath=`.status.contestedWorkloads`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type NSScaler struct {
 	metav1.TypeMeta   `json:",inline"`

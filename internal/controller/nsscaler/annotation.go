@@ -25,12 +25,27 @@ var ErrUnknownAnnotationVersion = errors.New("unknown annotation version")
 //
 // Encoded as JSON, e.g. {"v":1,"replicas":3,"by":"release"} or
 // {"v":1,"suspend":false,"by":"release"}.
+//
+// A KEDA ScaledObject records the value its paused-replicas annotation had
+// (absent: {"v":1,"pause":{},"by":"release"}).
 type Original struct {
-	Version  int    `json:"v"`
-	Replicas *int32 `json:"replicas,omitempty"`
-	Suspend  *bool  `json:"suspend,omitempty"`
-	By       string `json:"by"`
+	Version  int          `json:"v"`
+	Replicas *int32       `json:"replicas,omitempty"`
+	Suspend  *bool        `json:"suspend,omitempty"`
+	Pause    *PausedState `json:"pause,omitempty"`
+	By       string       `json:"by"`
 }
+
+// PausedState is a ScaledObject's KEDA paused-replicas annotation before it
+// was parked; Replicas is nil when it had none.
+type PausedState struct {
+	Replicas *string `json:"replicas,omitempty"`
+}
+
+// maxOriginalLength bounds the annotation value the controller reads: the
+// annotation is writable by whoever may edit the workload, and a valid one
+// is far shorter.
+const maxOriginalLength = 512
 
 // ReplicasOriginal records a replica count.
 func ReplicasOriginal(replicas int32, by string) Original {
@@ -40,6 +55,17 @@ func ReplicasOriginal(replicas int32, by string) Original {
 // SuspendOriginal records a CronJob's suspend flag.
 func SuspendOriginal(suspend bool, by string) Original {
 	return Original{Version: annotationVersion, Suspend: &suspend, By: by}
+}
+
+// PauseOriginal records a ScaledObject's paused-replicas annotation (nil:
+// absent).
+func PauseOriginal(pausedReplicas *string, by string) Original {
+	var prior *string
+	if pausedReplicas != nil {
+		v := *pausedReplicas
+		prior = &v
+	}
+	return Original{Version: annotationVersion, Pause: &PausedState{Replicas: prior}, By: by}
 }
 
 // Encode renders the annotation value.
@@ -53,21 +79,32 @@ func (o Original) Encode() string {
 }
 
 // DecodeOriginal parses an annotation value. It rejects values of another
-// format version and values that record neither replicas nor suspend, or
-// that record a negative replica count.
+// format version, values that record none or several of replicas, suspend
+// and pause, a negative replica count, and values longer than 512 bytes.
 func DecodeOriginal(s string) (Original, error) {
+	if len(s) > maxOriginalLength {
+		return Original{}, fmt.Errorf("annotation %s is longer than %d bytes", AnnotationOriginal, maxOriginalLength)
+	}
 	var o Original
 	if err := json.Unmarshal([]byte(s), &o); err != nil {
-		return Original{}, fmt.Errorf("annotation %s: %w", AnnotationOriginal, err)
+		// A fixed phrase: whoever may edit the workload wrote the value,
+		// and a condition message must not carry it.
+		return Original{}, fmt.Errorf("annotation %s is not a JSON object of this operator", AnnotationOriginal)
 	}
 	if o.Version != annotationVersion {
 		return Original{}, fmt.Errorf("annotation %s: version %d: %w", AnnotationOriginal, o.Version, ErrUnknownAnnotationVersion)
 	}
+	recorded := 0
+	for _, set := range []bool{o.Replicas != nil, o.Suspend != nil, o.Pause != nil} {
+		if set {
+			recorded++
+		}
+	}
 	switch {
-	case o.Replicas == nil && o.Suspend == nil:
-		return Original{}, fmt.Errorf("annotation %s records neither replicas nor suspend", AnnotationOriginal)
-	case o.Replicas != nil && o.Suspend != nil:
-		return Original{}, fmt.Errorf("annotation %s records both replicas and suspend", AnnotationOriginal)
+	case recorded == 0:
+		return Original{}, fmt.Errorf("annotation %s records neither replicas, suspend nor pause", AnnotationOriginal)
+	case recorded > 1:
+		return Original{}, fmt.Errorf("annotation %s records more than one of replicas, suspend and pause", AnnotationOriginal)
 	case o.Replicas != nil && *o.Replicas < 0:
 		return Original{}, fmt.Errorf("annotation %s records negative replicas %d", AnnotationOriginal, *o.Replicas)
 	}

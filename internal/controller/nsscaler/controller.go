@@ -9,10 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -51,19 +53,27 @@ const (
 // +kubebuilder:rbac:groups=batch,resources=cronjobs,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=cache.runbook.dev,resources=memcacheds,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=cache.runbook.dev,resources=memcacheds/scale,verbs=get;patch
+// +kubebuilder:rbac:groups=keda.sh,resources=scaledobjects,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Options configure the NSScaler controller (built from flags in main).
 type Options struct {
-	// Clock stamps condition transitions and times the write passes; nil
-	// is the real clock.
-	Clock clock.PassiveClock
+	// Clock is the time of schedules, wake entries, exclusions and
+	// back-offs, stamps condition transitions and times the write passes;
+	// the reconciles at transitions are timers on it. Nil is the real clock.
+	Clock clock.WithDelayedExecution
 	// Metrics are required (NewMetrics).
 	Metrics *Metrics
 	// OperatorNamespace is never parked (nor are kube-system, kube-public
 	// and kube-node-lease).
 	OperatorNamespace string
+	// ProtectedNamespaces are globs (path.Match: *, ?, [a-z]) of namespaces
+	// never parked either (--nsscaler-protected-namespaces).
+	ProtectedNamespaces []string
+	// Fights says when a workload someone keeps scaling up is left alone
+	// (zero fields: the defaults).
+	Fights FightPolicy
 	// WriteConcurrency bounds the workload writes in flight (default 16).
 	WriteConcurrency int
 	// WriteQPS, when positive, also caps the workload writes per second
@@ -117,26 +127,43 @@ type dependencies struct {
 type Reconciler struct {
 	client           client.Client
 	cache            client.Reader
+	apiReader        client.Reader
 	status           statusWriter
 	events           status.Events
-	clock            clock.PassiveClock
+	clock            clock.WithDelayedExecution
 	metrics          *Metrics
-	protected        sets.Set[string]
+	protection       Protection
 	writeConcurrency int
 	tracker          *writeTracker
 	builtins         []kindHandler
-	// custom resolves and watches custom-resource kinds (set by Setup).
-	custom *customKinds
+	fightPolicy      FightPolicy
+	wakeups          *wakeups
+	// dynamic resolves and watches run-time kinds (set by Setup).
+	dynamic *dynamicKinds
+
+	mu sync.Mutex
+	// fights are each NSScaler's contested workloads.
+	fights map[string]*fightTracker
+	// dryRunEvents is, per DryRun NSScaler, what its last WouldPark and
+	// WouldRestore events said (they are recorded only when it changes).
+	dryRunEvents map[string]string
 }
 
-func newReconciler(d dependencies, opts Options) *Reconciler {
-	return &Reconciler{
-		client: d.client, cache: d.access.cache, status: d.status, events: d.events,
-		clock: opts.Clock, metrics: opts.Metrics, writeConcurrency: opts.WriteConcurrency,
-		protected: ProtectedNamespaces(opts.OperatorNamespace),
-		tracker:   newWriteTracker(),
-		builtins:  []kindHandler{newDeploymentHandler(d.access), newStatefulSetHandler(d.access), newCronJobHandler(d.access)},
+func newReconciler(d dependencies, opts Options) (*Reconciler, error) {
+	protection, err := NewProtection(opts.OperatorNamespace, opts.ProtectedNamespaces)
+	if err != nil {
+		return nil, err
 	}
+	return &Reconciler{
+		client: d.client, cache: d.access.cache, apiReader: d.access.apiReader, status: d.status, events: d.events,
+		clock: opts.Clock, metrics: opts.Metrics, writeConcurrency: opts.WriteConcurrency,
+		protection:  protection,
+		tracker:     newWriteTracker(),
+		builtins:    []kindHandler{newDeploymentHandler(d.access), newStatefulSetHandler(d.access), newCronJobHandler(d.access)},
+		fightPolicy: opts.Fights.withDefaults(),
+		wakeups:     newWakeups(opts.Clock),
+		fights:      map[string]*fightTracker{}, dryRunEvents: map[string]string{},
+	}, nil
 }
 
 // Setup builds the NSScaler controller from mgr and opts and adds it (and
@@ -150,24 +177,41 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The cache's watch error handler reports to the run-time kinds, which
+	// exist only once the controller is built.
+	var dynamic *dynamicKinds
 	if opts.Cache == nil {
-		if opts.Cache, err = newWorkloadCache(mgr); err != nil {
+		onWatchError := func(typeDescription string, err error) {
+			if dynamic != nil {
+				dynamic.watchFailed(typeDescription, err)
+			}
+		}
+		if opts.Cache, err = newWorkloadCache(mgr, onWatchError); err != nil {
 			return nil, err
 		}
 	}
 	access := workloadAccess{cache: opts.Cache, apiReader: mgr.GetAPIReader(), patcher: newWorkloadPatcher(workloads)}
-	r := newReconciler(dependencies{
+	r, err := newReconciler(dependencies{
 		client: mgr.GetClient(), access: access,
 		status: status.NewWriter(mgr.GetClient(), mgr.GetAPIReader(), status.FieldOwner(Name)),
 		events: status.Events{Recorder: mgr.GetEventRecorder(status.ReporterName(Name))},
 	}, opts)
+	if err != nil {
+		return nil, err
+	}
 	c, err := r.build(mgr, opts.Cache, opts.MaxConcurrentReconciles)
 	if err != nil {
 		return nil, err
 	}
-	r.custom = newCustomKinds(mgr.GetRESTMapper(), access, func(obj client.Object) error {
-		return c.Watch(r.workloadSource(opts.Cache, obj))
-	})
+	if err := mgr.Add(r.wakeups); err != nil {
+		return nil, fmt.Errorf("adding the nsscaler wake-ups: %w", err)
+	}
+	dynamic = &dynamicKinds{
+		mapper: mgr.GetRESTMapper(), access: access, cache: opts.Cache, clock: opts.Clock,
+		watch:   func(inf cache.Informer) error { return c.Watch(r.informerSource(inf)) },
+		resolve: resolveDynamicKind(access), changed: r.nudgeAll, kinds: map[KindKey]*dynamicKind{},
+	}
+	r.dynamic = dynamic
 	return r, nil
 }
 
@@ -193,6 +237,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.writeStatus(ctx, scaler, obs); err != nil {
 		return ctrl.Result{}, err
 	}
+	r.wakeups.set(scaler.Name, obs.wakeup)
 	return obs.result()
 }
 
@@ -215,12 +260,29 @@ func (r *Reconciler) fetch(ctx context.Context, key types.NamespacedName) (*scal
 func (r *Reconciler) forget(key types.NamespacedName) {
 	r.metrics.forget(key.Name)
 	r.status.Forget(key)
+	r.wakeups.set(key.Name, time.Time{})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.fights, key.Name)
+	delete(r.dryRunEvents, key.Name)
+}
+
+// fightsOf is the NSScaler's memory of contested workloads.
+func (r *Reconciler) fightsOf(name string) *fightTracker {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.fights[name]
+	if !ok {
+		t = newFightTracker(r.fightPolicy)
+		r.fights[name] = t
+	}
+	return t
 }
 
 // observeAndAct plans the namespaces, parks and restores the workloads (when
 // the NSScaler acts) and counts what remains: everything the status says.
 func (r *Reconciler) observeAndAct(ctx context.Context, scaler *scalingv1alpha1.NSScaler) (*observation, error) {
-	obs := newObservation(scaler)
+	obs := newObservation(scaler, r.clock.Now())
 	plan, err := r.plan(ctx, scaler)
 	if err != nil {
 		var invalid *invalidSelectorError
@@ -229,17 +291,45 @@ func (r *Reconciler) observeAndAct(ctx context.Context, scaler *scalingv1alpha1.
 		}
 		obs.planErr = err // selects nothing; what it parked is restored
 	}
+	plan = plan.awake(obs.moment.asleep(), obs.moment.wokenSet())
 	if obs.deleting {
 		plan = releaseAll(plan)
 	}
 	obs.plan = plan
-	handlers := r.handlers(ctx, scaler, obs)
-	act := !obs.suspended || obs.deleting
-	r.reconcileWorkloads(ctx, scaler, handlers, plan, kindsOf(scaler.Spec), act, obs)
+	obs.nextTransition = obs.moment.nextTransition(obs.now, plan)
+	obs.wakeAt(obs.nextTransition)
+	obs.wakeAt(obs.moment.nextChange(obs.now))
+	for _, until := range obs.moment.wakeUntils() {
+		obs.wakeAt(until)
+	}
+	pass, err := r.newPass(scaler, obs)
+	if err != nil {
+		return nil, err
+	}
+	r.reconcileWorkloads(ctx, scaler, r.handlers(ctx, scaler, obs), pass)
 	if err := r.countPods(ctx, plan, obs); err != nil {
 		return nil, err
 	}
 	return obs, nil
+}
+
+// newPass prepares the workload half of a reconcile.
+func (r *Reconciler) newPass(scaler *scalingv1alpha1.NSScaler, obs *observation) (*workloadPass, error) {
+	p := &workloadPass{
+		self: scaler.Name, plan: obs.plan, kinds: kindsOf(scaler.Spec), act: obs.acts(), dryRun: obs.dryRun && !obs.deleting,
+		now: obs.now, fights: r.fightsOf(scaler.Name), obs: obs, parkedKinds: sets.New[KindKey](),
+		targets: map[types.UID]struct{}{}, dryTallies: map[string]*namespaceTally{},
+	}
+	if sel := scaler.Spec.ExcludeSelector; sel != nil {
+		s, err := metav1.LabelSelectorAsSelector(sel)
+		if err != nil {
+			// The CRD validates the selector; an apiserver without the
+			// validation gets the error back here.
+			return nil, fmt.Errorf("excludeSelector: %w", err)
+		}
+		p.excludeSelector = s
+	}
+	return p, nil
 }
 
 type invalidSelectorError struct{ err error }
@@ -261,7 +351,7 @@ func (r *Reconciler) plan(ctx context.Context, scaler *scalingv1alpha1.NSScaler)
 	for i := range nsList.Items {
 		namespaces = append(namespaces, Namespace{Name: nsList.Items[i].Name, Labels: nsList.Items[i].Labels})
 	}
-	plan, err := PlanNamespaces(scaler, scalers.Items, namespaces, r.protected)
+	plan, err := PlanNamespaces(scaler, scalers.Items, namespaces, r.protection)
 	if err != nil {
 		return plan, &invalidSelectorError{err: err}
 	}
@@ -305,17 +395,43 @@ func (r *Reconciler) handlers(ctx context.Context, scaler *scalingv1alpha1.NSSca
 		custom.Insert(kindKeyOf(k))
 		obs.previouslyParked.Insert(kindKeyOf(k))
 	}
+	if r.dynamic == nil {
+		return hs
+	}
+	// KEDA ScaledObjects, where they are served: the workloads they
+	// autoscale are parked through them.
+	custom.Insert(kindScaledObject)
 	keys := custom.UnsortedList()
 	slices.SortFunc(keys, func(a, b KindKey) int { return cmp.Compare(a.String(), b.String()) })
 	for _, k := range keys {
-		h, err := r.custom.handler(ctx, k)
-		if err != nil {
+		h, err := r.dynamic.handler(ctx, k)
+		switch {
+		case err == nil:
+			hs = append(hs, h)
+		case k == kindScaledObject && meta.IsNoMatchError(err) && !obs.previouslyParked.Has(k):
+			// KEDA is not installed: nothing to do, nothing to report.
+		case k == kindScaledObject && errors.Is(err, errNotSynced):
+			// Until the ScaledObjects are known, a park could scale a
+			// workload KEDA owns; the sync's end reconciles again.
 			obs.kindUnhandled(k, err)
-			continue
+			obs.holdParks = true
+		default:
+			obs.kindUnhandled(k, err)
 		}
-		hs = append(hs, h)
 	}
 	return hs
+}
+
+// nudgeAll queues every NSScaler (a run-time kind became available or
+// failed).
+func (r *Reconciler) nudgeAll() {
+	var l scalingv1alpha1.NSScalerList
+	if err := r.client.List(context.Background(), &l, client.UnsafeDisableDeepCopy); err != nil {
+		return
+	}
+	for i := range l.Items {
+		r.wakeups.nudge(l.Items[i].Name)
+	}
 }
 
 // countPods counts the pods (from the metadata cache) in parked namespaces.

@@ -46,7 +46,8 @@ type Decision struct {
 // the NSScaler's plan, the kinds it parks and its name:
 //
 //   - A target (in a parked namespace, of a parked kind, not controlled by
-//     another object) is parked. Its present state is recorded unless an
+//     another object, not excluded, not autoscaled by a ScaledObject —
+//     which is parked instead) is parked. Its present state is recorded unless an
 //     original is already recorded; a recorded original is kept even when a
 //     user scaled the workload up by hand — it is re-parked to zero and will
 //     be restored to the recorded count (edit the annotation to change it).
@@ -54,6 +55,7 @@ type Decision struct {
 //     namespace (whitelisted, or parked but the kind or the controller
 //     reference changed), or when no other NSScaler owns the namespace and
 //     this one parked it (the namespace stopped matching, or is protected).
+//     An excluded or newly autoscaled workload is restored this way too.
 //   - Anything else is left alone; in particular workloads in namespaces
 //     another NSScaler owns.
 func Decide(w Workload, plan Plan, kinds sets.Set[KindKey], self string) (Decision, error) {
@@ -63,11 +65,11 @@ func Decide(w Workload, plan Plan, kinds sets.Set[KindKey], self string) (Decisi
 		if orig, err = DecodeOriginal(w.Annotation); err != nil {
 			return Decision{}, err
 		}
-		if w.Kind.suspends() != (orig.Suspend != nil) {
-			return Decision{}, fmt.Errorf("annotation %s does not fit kind %s: %s", AnnotationOriginal, w.Kind, w.Annotation)
+		if w.Kind.suspends() != (orig.Suspend != nil) || w.Kind.pauses() != (orig.Pause != nil) {
+			return Decision{}, fmt.Errorf("annotation %s does not fit kind %s", AnnotationOriginal, w.Kind)
 		}
 	}
-	target := plan.Parked.Has(w.Namespace) && kinds.Has(w.Kind) && !w.Controlled
+	target := isTarget(w, plan, kinds)
 	if target {
 		switch {
 		case !w.HasAnnotation:
@@ -86,4 +88,10 @@ func Decide(w Workload, plan Plan, kinds sets.Set[KindKey], self string) (Decisi
 		return Decision{Action: ActionRestore, Original: orig}, nil
 	}
 	return Decision{Original: orig}, nil
+}
+
+// isTarget: the workload belongs parked. A ScaledObject is a target when
+// the kind of the workload it scales is listed.
+func isTarget(w Workload, plan Plan, kinds sets.Set[KindKey]) bool {
+	return plan.Parked.Has(w.Namespace) && kinds.Has(w.parkKind()) && !w.Controlled && !w.Excluded && !w.Autoscaled
 }

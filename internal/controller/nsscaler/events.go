@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -86,5 +88,47 @@ func emitPerNamespace(scaler *scalingv1alpha1.NSScaler, names []string, tallies 
 	}
 	if moreNamespaces > 0 {
 		e.emit(scaler, nil, e.reason, e.action, e.rest, moreWorkloads, moreNamespaces)
+	}
+}
+
+// emitDryRunEvents records what a DryRun NSScaler would do, per namespace
+// (bounded like the others), when it differs from what its last events
+// said: every reconcile decides the same again, and the events must not
+// repeat it.
+func (r *Reconciler) emitDryRunEvents(scaler *scalingv1alpha1.NSScaler, tallies map[string]*namespaceTally, next time.Time) {
+	names := slices.Sorted(maps.Keys(tallies))
+	// When the schedule would change it next, in every note.
+	when := "; no transition is due"
+	if !next.IsZero() {
+		when = "; the schedule changes next at " + statusTime(next).Format(time.RFC3339)
+	}
+	var said strings.Builder
+	said.WriteString(when)
+	for _, ns := range names {
+		fmt.Fprintf(&said, "%s:%d:%d;", ns, tallies[ns].parked, tallies[ns].restored)
+	}
+	r.mu.Lock()
+	unchanged := r.dryRunEvents[scaler.Name] == said.String()
+	r.dryRunEvents[scaler.Name] = said.String()
+	r.mu.Unlock()
+	if unchanged {
+		return
+	}
+	for _, e := range []namespaceEvent{{
+		emit: r.events.Normal, reason: scalingv1alpha1.EventWouldPark, action: "DryRun",
+		count: func(t *namespaceTally) int { return t.parked },
+		one: func(ns string, t *namespaceTally) string {
+			return fmt.Sprintf("dry run: would park %d workloads in namespace %s now%s", t.parked, ns, when)
+		},
+		rest: "dry run: would park %d workloads in %d more namespaces now" + strings.ReplaceAll(when, "%", "%%"),
+	}, {
+		emit: r.events.Normal, reason: scalingv1alpha1.EventWouldRestore, action: "DryRun",
+		count: func(t *namespaceTally) int { return t.restored },
+		one: func(ns string, t *namespaceTally) string {
+			return fmt.Sprintf("dry run: would restore %d workloads in namespace %s now%s", t.restored, ns, when)
+		},
+		rest: "dry run: would restore %d workloads in %d more namespaces now" + strings.ReplaceAll(when, "%", "%%"),
+	}} {
+		emitPerNamespace(scaler, names, tallies, e)
 	}
 }

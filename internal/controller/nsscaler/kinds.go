@@ -19,6 +19,8 @@ import (
 // from the apiserver.
 type kindHandler interface {
 	key() KindKey
+	// objectKind is the kind's API group, version and kind.
+	objectKind() schema.GroupVersionKind
 	// list returns every object of the kind in the cluster.
 	list(ctx context.Context) ([]Workload, error)
 	// get reads one object from the apiserver; found is false when it is gone.
@@ -41,11 +43,13 @@ type workloadAccess struct {
 }
 
 func baseWorkload(k KindKey, obj client.Object) Workload {
-	v, ok := obj.GetAnnotations()[AnnotationOriginal]
+	ann := obj.GetAnnotations()
+	v, ok := ann[AnnotationOriginal]
 	return Workload{
 		Kind: k, Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID(),
 		ResourceVersion: obj.GetResourceVersion(), Annotation: v, HasAnnotation: ok,
 		Controlled: metav1.GetControllerOfNoCopy(obj) != nil,
+		Labels:     obj.GetLabels(), Exclude: ann[AnnotationExclude], ExcludeUntil: ann[AnnotationExcludeUntil],
 	}
 }
 
@@ -62,6 +66,8 @@ type builtinHandler struct {
 }
 
 func (h *builtinHandler) key() KindKey { return h.kind }
+
+func (h *builtinHandler) objectKind() schema.GroupVersionKind { return h.gvk }
 
 func (h *builtinHandler) toWorkload(obj client.Object) Workload {
 	w := baseWorkload(h.kind, obj)

@@ -3,6 +3,7 @@ package nsscaler
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -19,6 +20,16 @@ type observation struct {
 	generation int64
 	deleting   bool
 	suspended  bool
+	dryRun     bool
+	// now is the reconcile's instant; moment what time says then.
+	now    time.Time
+	moment moment
+	// nextTransition is when what is parked next changes by itself.
+	nextTransition time.Time
+	// wakeup is the earliest instant the state changes by itself: the next
+	// transition, a wake entry ending, an exclusion expiring, a back-off
+	// ending. The controller reconciles then, and at no other time.
+	wakeup time.Time
 
 	plan            Plan
 	planErr         error
@@ -36,14 +47,40 @@ type observation struct {
 	previouslyParked sets.Set[KindKey]
 	workloadErrs     []error
 	invalid          []error
+
+	// holdParks: the ScaledObjects are not known yet (their cache is
+	// syncing), so nothing is parked this time (restores go ahead).
+	holdParks bool
+
+	excluded       int32
+	contested      []contestedWorkload
+	newlyContested int
+	wouldPark      int32
+	wouldRestore   int32
 }
 
-func newObservation(scaler *scalingv1alpha1.NSScaler) *observation {
+// wakeAt makes the reconcile happen again at t at the latest.
+func (o *observation) wakeAt(t time.Time) {
+	if t.After(o.now) {
+		o.wakeup = earliest(o.wakeup, t)
+	}
+}
+
+func newObservation(scaler *scalingv1alpha1.NSScaler, now time.Time) *observation {
 	return &observation{
 		generation: scaler.Generation,
 		deleting:   !scaler.DeletionTimestamp.IsZero(),
 		suspended:  scaler.Spec.Suspend,
+		dryRun:     scaler.Spec.Mode == scalingv1alpha1.ModeDryRun,
+		now:        now,
+		moment:     momentAt(scaler.Spec, now),
 	}
+}
+
+// acts: workloads are written — unless suspended, in DryRun or with a
+// schedule that cannot be read; a departing NSScaler always restores.
+func (o *observation) acts() bool {
+	return o.deleting || (!o.suspended && !o.dryRun && o.moment.err == nil)
 }
 
 // kindUnhandled records a kind that could not be handled this time. When

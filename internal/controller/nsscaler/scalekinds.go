@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -25,6 +24,8 @@ type scaleHandler struct {
 }
 
 func (h *scaleHandler) key() KindKey { return h.kind }
+
+func (h *scaleHandler) objectKind() schema.GroupVersionKind { return h.gvk }
 
 func (h *scaleHandler) toWorkload(u *unstructured.Unstructured) Workload {
 	w := baseWorkload(h.kind, u)
@@ -136,48 +137,22 @@ func specReplicasPath(ctx context.Context, apiReader client.Reader, gvk schema.G
 	return nil, fmt.Errorf("CRD %s.%s does not serve version %s", plural, gvk.Group, gvk.Version)
 }
 
-// customKinds hands out the handlers of custom-resource kinds, resolving
-// each kind and starting its watch the first time it is needed.
-type customKinds struct {
-	mapper meta.RESTMapper
-	access workloadAccess
-	// watch starts the controller's watch of a kind (an empty object of it).
-	watch func(client.Object) error
-
-	mu       sync.Mutex
-	handlers map[KindKey]*scaleHandler
+// resolveDynamicKind builds the handler of a run-time kind: a KEDA
+// ScaledObject, or a custom resource with a scale subresource (its CRD
+// tells where the replica count is).
+func resolveDynamicKind(access workloadAccess) func(ctx context.Context, k KindKey, mapping *meta.RESTMapping) (kindHandler, error) {
+	return func(ctx context.Context, k KindKey, mapping *meta.RESTMapping) (kindHandler, error) {
+		if k == kindScaledObject {
+			return &scaledObjectHandler{workloadAccess: access, gvk: mapping.GroupVersionKind}, nil
+		}
+		path, err := specReplicasPath(ctx, access.apiReader, mapping.GroupVersionKind, mapping.Resource.Resource)
+		if err != nil {
+			return nil, err
+		}
+		return &scaleHandler{workloadAccess: access, kind: k, gvk: mapping.GroupVersionKind, replicasPath: path}, nil
+	}
 }
 
-func newCustomKinds(mapper meta.RESTMapper, access workloadAccess, watch func(client.Object) error) *customKinds {
-	return &customKinds{mapper: mapper, access: access, watch: watch, handlers: map[KindKey]*scaleHandler{}}
-}
-
-// handler returns the handler of a custom-resource kind. It fails (and is
-// retried on the next reconcile) while the kind is not served or has no
-// scale subresource.
-func (c *customKinds) handler(ctx context.Context, k KindKey) (*scaleHandler, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if h, ok := c.handlers[k]; ok {
-		return h, nil
-	}
-	mapping, err := c.mapper.RESTMapping(schema.GroupKind{Group: k.Group, Kind: k.Kind})
-	if err != nil {
-		return nil, fmt.Errorf("resolving kind %s: %w", k, err)
-	}
-	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
-		return nil, fmt.Errorf("kind %s is not namespaced", k)
-	}
-	path, err := specReplicasPath(ctx, c.access.apiReader, mapping.GroupVersionKind, mapping.Resource.Resource)
-	if err != nil {
-		return nil, err
-	}
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(mapping.GroupVersionKind)
-	if err := c.watch(u); err != nil {
-		return nil, fmt.Errorf("watching %s: %w", k, err)
-	}
-	h := &scaleHandler{workloadAccess: c.access, kind: k, gvk: mapping.GroupVersionKind, replicasPath: path}
-	c.handlers[k] = h
-	return h, nil
+func schemaGroupKind(k KindKey) schema.GroupKind {
+	return schema.GroupKind{Group: k.Group, Kind: k.Kind}
 }

@@ -6,24 +6,12 @@ import (
 	"slices"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
 )
-
-// ProtectedNamespaces is the set of namespaces that are never parked,
-// whatever an NSScaler's spec says: the system namespaces plus the
-// operator's own (when known).
-func ProtectedNamespaces(operatorNamespace string) sets.Set[string] {
-	s := sets.New(metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease)
-	if operatorNamespace != "" {
-		s.Insert(operatorNamespace)
-	}
-	return s
-}
 
 // namespaceMatcher decides whether an NSScaler selects a namespace.
 type namespaceMatcher struct {
@@ -79,6 +67,9 @@ type Plan struct {
 	Foreign sets.Set[string]
 	// Protected are selected namespaces that are never parked.
 	Protected sets.Set[string]
+	// Woken are the namespaces of Active that run because of a wake entry
+	// (they would be parked otherwise).
+	Woken sets.Set[string]
 }
 
 // Owns reports whether the NSScaler acts on the namespace.
@@ -94,11 +85,12 @@ func olderThan(a, b *scalingv1alpha1.NSScaler) bool {
 	return a.Name < b.Name
 }
 
-// PlanNamespaces computes self's plan from every NSScaler in the cluster (self
+// PlanNamespaces computes self's plan, as if it were asleep (see
+// Plan.awake for the schedule and the wake entries), from every NSScaler in the cluster (self
 // included) and every namespace. An NSScaler whose selector is invalid
 // selects nothing. Pure function: no I/O.
-func PlanNamespaces(self *scalingv1alpha1.NSScaler, all []scalingv1alpha1.NSScaler, namespaces []Namespace, protected sets.Set[string]) (Plan, error) {
-	plan := Plan{Parked: sets.New[string](), Active: sets.New[string](), Foreign: sets.New[string](), Protected: sets.New[string]()}
+func PlanNamespaces(self *scalingv1alpha1.NSScaler, all []scalingv1alpha1.NSScaler, namespaces []Namespace, protection Protection) (Plan, error) {
+	plan := Plan{Parked: sets.New[string](), Active: sets.New[string](), Foreign: sets.New[string](), Protected: sets.New[string](), Woken: sets.New[string]()}
 	selfMatcher, err := newNamespaceMatcher(self.Spec)
 	if err != nil {
 		return plan, err
@@ -109,7 +101,7 @@ func PlanNamespaces(self *scalingv1alpha1.NSScaler, all []scalingv1alpha1.NSScal
 		if !selfMatcher.matches(ns.Name, ns.Labels) {
 			continue
 		}
-		if protected.Has(ns.Name) {
+		if protection.Protects(ns) {
 			plan.Protected.Insert(ns.Name)
 			continue
 		}
@@ -179,4 +171,35 @@ func Selects(s *scalingv1alpha1.NSScaler, name string, nsLabels map[string]strin
 		return false
 	}
 	return m.matches(name, nsLabels)
+}
+
+// awake applies the moment to a plan: while the schedule says Awake every
+// owned namespace runs; while Asleep those with a wake entry in force run.
+func (p Plan) awake(asleep bool, woken sets.Set[string]) Plan {
+	out := p
+	out.Parked, out.Active, out.Woken = sets.New[string](), p.Active.Clone(), sets.New[string]()
+	for ns := range p.Parked {
+		switch {
+		case !asleep:
+			out.Active.Insert(ns)
+		case woken.Has(ns):
+			out.Active.Insert(ns)
+			out.Woken.Insert(ns)
+		default:
+			out.Parked.Insert(ns)
+		}
+	}
+	return out
+}
+
+// phase is what the plan amounts to: Asleep when every owned namespace is
+// parked, Awake when none is, Partial otherwise.
+func (p Plan) phase() scalingv1alpha1.Phase {
+	switch {
+	case p.Parked.Len() == 0:
+		return scalingv1alpha1.PhaseAwake
+	case p.Active.Len() == 0:
+		return scalingv1alpha1.PhaseAsleep
+	}
+	return scalingv1alpha1.PhasePartial
 }

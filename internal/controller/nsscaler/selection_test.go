@@ -140,7 +140,7 @@ func TestPlanNamespaces(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			all := append([]scalingv1alpha1.NSScaler{tt.self}, tt.others...)
-			plan, err := PlanNamespaces(&tt.self, all, tt.namespaces, ProtectedNamespaces("runbook-system"))
+			plan, err := PlanNamespaces(&tt.self, all, tt.namespaces, mustProtection(t, "runbook-system"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -165,13 +165,46 @@ func TestPlanNamespacesInvalidSelector(t *testing.T) {
 	bad := scaler("s", 1, scalingv1alpha1.NSScalerSpec{NamespaceSelector: &metav1.LabelSelector{
 		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "env", Operator: "Sometimes"}},
 	}})
-	if _, err := PlanNamespaces(&bad, []scalingv1alpha1.NSScaler{bad}, nss("a"), ProtectedNamespaces("")); err == nil {
+	if _, err := PlanNamespaces(&bad, []scalingv1alpha1.NSScaler{bad}, nss("a"), mustProtection(t, "")); err == nil {
 		t.Fatal("an invalid selector was accepted")
 	}
 	// Another NSScaler with an invalid selector selects nothing and contests nothing.
 	good := scaler("good", 2, scalingv1alpha1.NSScalerSpec{NamespacePrefix: "a"})
-	plan, err := PlanNamespaces(&good, []scalingv1alpha1.NSScaler{bad, good}, nss("a"), ProtectedNamespaces(""))
+	plan, err := PlanNamespaces(&good, []scalingv1alpha1.NSScaler{bad, good}, nss("a"), mustProtection(t, ""))
 	if err != nil || !plan.Parked.Has("a") || len(plan.Conflicts) != 0 {
 		t.Fatalf("plan = %+v, err %v; want a parked without conflict", plan, err)
+	}
+}
+
+func mustProtection(t *testing.T, operatorNamespace string, globs ...string) Protection {
+	t.Helper()
+	p, err := NewProtection(operatorNamespace, globs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestProtection(t *testing.T) {
+	p := mustProtection(t, "runbook-system", "team-infra-*", "db-[0-9]")
+	for _, tc := range []struct {
+		ns   Namespace
+		want bool
+	}{
+		{Namespace{Name: "kube-system"}, true},
+		{Namespace{Name: "runbook-system"}, true},
+		{Namespace{Name: "team-infra-monitoring"}, true},
+		{Namespace{Name: "db-7"}, true},
+		{Namespace{Name: "db-77"}, false},
+		{Namespace{Name: "proj-a", Labels: map[string]string{LabelProtected: "true"}}, true},
+		{Namespace{Name: "proj-a", Labels: map[string]string{LabelProtected: "yes"}}, false},
+		{Namespace{Name: "proj-a"}, false},
+	} {
+		if got := p.Protects(tc.ns); got != tc.want {
+			t.Errorf("Protects(%+v) = %v, want %v", tc.ns, got, tc.want)
+		}
+	}
+	if _, err := NewProtection("", []string{"team-["}); err == nil {
+		t.Error("a malformed glob was accepted")
 	}
 }

@@ -18,6 +18,9 @@ import (
 // maxMessageErrors bounds how many errors a condition message lists.
 const maxMessageErrors = 3
 
+// maxProtectedListed bounds the protected namespaces the Ready message names.
+const maxProtectedListed = 10
+
 // writeStatus updates the metrics and writes the status when it changed.
 // The status writer computes it on a fresh read when the cached NSScaler may
 // predate the controller's own last status write, and again on a conflict:
@@ -52,10 +55,12 @@ func computeStatus(scaler *scalingv1alpha1.NSScaler, obs *observation, now time.
 		ParkedKinds:          obs.parkedKinds,
 		Done:                 obs.pendingTargets == 0 && len(obs.workloadErrs) == 0 && obs.podsRemaining == 0,
 	}
+	setTimeStatus(&st, obs)
 	conditions := status.NewConditions(&st.Conditions, obs.generation, now)
 	setReady(conditions, obs)
 	setParked(conditions, obs)
 	setDegraded(conditions, degradedProblems(scaler.Name, obs))
+	setContested(conditions, obs)
 	return st
 }
 
@@ -64,6 +69,9 @@ func setReady(c status.Conditions, obs *observation) {
 	switch {
 	case obs.planErr != nil:
 		c.False(scalingv1alpha1.ConditionReady, scalingv1alpha1.ReasonInvalidSelector, obs.planErr.Error())
+	case obs.moment.err != nil && !obs.deleting:
+		c.False(scalingv1alpha1.ConditionReady, scalingv1alpha1.ReasonInvalidSchedule,
+			obs.moment.err.Error()+"; nothing is parked or restored until it is fixed")
 	case len(obs.workloadErrs) > 0:
 		c.False(scalingv1alpha1.ConditionReady, scalingv1alpha1.ReasonReconcileError,
 			fmt.Sprintf("%d workloads could not be written; retrying", len(obs.workloadErrs)))
@@ -71,10 +79,12 @@ func setReady(c status.Conditions, obs *observation) {
 		c.False(scalingv1alpha1.ConditionReady, scalingv1alpha1.ReasonRestoring, "restoring parked workloads before deletion")
 	case obs.suspended:
 		c.True(scalingv1alpha1.ConditionReady, scalingv1alpha1.ReasonSuspended, "suspended: nothing is parked or restored")
+	case obs.dryRun:
+		c.True(scalingv1alpha1.ConditionReady, scalingv1alpha1.ReasonDryRun, dryRunMessage(obs))
 	default:
 		msg := fmt.Sprintf("%d namespaces parked, %d active", obs.plan.Parked.Len(), obs.plan.Active.Len())
 		if obs.plan.Protected.Len() > 0 {
-			msg += fmt.Sprintf("; protected namespaces never parked: %s", strings.Join(sets.List(obs.plan.Protected), ", "))
+			msg += fmt.Sprintf("; protected namespaces never parked: %s", namespacesPhrase(obs.plan.Protected, maxProtectedListed))
 		}
 		c.True(scalingv1alpha1.ConditionReady, scalingv1alpha1.ReasonReconciled, msg)
 	}
@@ -85,6 +95,8 @@ func setParked(c status.Conditions, obs *observation) {
 	switch {
 	case obs.plan.Parked.Len() == 0:
 		c.False(scalingv1alpha1.ConditionParked, scalingv1alpha1.ReasonNothingParked, "no namespace is parked")
+	case obs.dryRun && !obs.deleting:
+		c.False(scalingv1alpha1.ConditionParked, scalingv1alpha1.ReasonDryRun, "dry run: nothing is parked")
 	case obs.pendingTargets > 0 || len(obs.workloadErrs) > 0:
 		c.False(scalingv1alpha1.ConditionParked, scalingv1alpha1.ReasonWorkloadsPending,
 			fmt.Sprintf("%d workloads are not parked yet", obs.pendingTargets))
@@ -147,8 +159,13 @@ func conflictErrors(self string, conflicts []scalingv1alpha1.NamespaceConflict) 
 	return errs
 }
 
+// summarize lists the first errors in order of their text: the cache
+// lists objects in no particular order, and a message that changed with it
+// would be a status write each reconcile.
 func summarize(errs []error) string {
 	n := len(errs)
+	errs = slices.Clone(errs)
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	shown := errs
 	if n > maxMessageErrors {
 		shown = errs[:maxMessageErrors]

@@ -31,7 +31,7 @@ var fakeNow = time.Unix(1000, 0)
 
 // observedOn is obs as a reconcile of s would have made it.
 func observedOn(s *scalingv1alpha1.NSScaler, obs observation) *observation {
-	o := newObservation(s)
+	o := newObservation(s, fakeNow)
 	obs.generation, obs.deleting, obs.suspended = o.generation, o.deleting, o.suspended
 	return &obs
 }
@@ -137,7 +137,7 @@ func TestKindUnhandledBlocksOnlyWhatMayHideParkedObjects(t *testing.T) {
 type staleCache struct {
 	server client.WithWatch
 	frozen *scalingv1alpha1.NSScaler // nil: the cache is up to date
-	clock  *clocktesting.FakePassiveClock
+	clock  *clocktesting.FakeClock
 	r      *Reconciler
 }
 
@@ -151,7 +151,7 @@ func newStaleCache(t *testing.T, newWriter func(c client.Client, apiReader clien
 		Spec:       scalingv1alpha1.NSScalerSpec{NamespacePrefix: "proj-"},
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "proj-a"}}
-	f := &staleCache{clock: clocktesting.NewFakePassiveClock(fakeNow)}
+	f := &staleCache{clock: clocktesting.NewFakeClock(fakeNow)}
 	f.server = fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&scalingv1alpha1.NSScaler{}).WithObjects(scaler, ns).Build()
 	cached := interceptor.NewClient(f.server, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
@@ -169,11 +169,15 @@ func newStaleCache(t *testing.T, newWriter func(c client.Client, apiReader clien
 			return c.List(ctx, list, opts...)
 		},
 	})
-	f.r = newReconciler(dependencies{
+	r, err := newReconciler(dependencies{
 		client: cached,
 		access: workloadAccess{cache: f.server, apiReader: f.server, patcher: newWorkloadPatcher(f.server)},
 		status: newWriter(cached, f.server),
 	}, Options{Clock: f.clock, Metrics: testMetrics(t), WriteConcurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.r = r
 	return f
 }
 

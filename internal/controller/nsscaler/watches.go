@@ -39,6 +39,8 @@ func (r *Reconciler) build(mgr ctrl.Manager, c cache.Cache, maxConcurrentReconci
 		WatchesRawSource(r.workloadSource(c, &batchv1.CronJob{})).
 		// Only creations and deletions change the pod count.
 		WatchesRawSource(source.Kind(c, client.Object(podMetadata()), handler.EnqueueRequestsFromMapFunc(r.scalersForPod), createOrDelete())).
+		// The instants at which an NSScaler's state changes by itself.
+		WatchesRawSource(r.wakeups.source()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrentReconciles}).
 		Build(r)
 	if err != nil {
@@ -47,11 +49,23 @@ func (r *Reconciler) build(mgr ctrl.Manager, c cache.Cache, maxConcurrentReconci
 	return ctl, nil
 }
 
-// workloadSource watches a kind of workload (obj is an empty object of it)
-// for changes of its spec (replicas, suspend) or annotations (the original).
+// workloadPredicate: a workload matters when its spec (replicas, suspend,
+// a ScaledObject's target), its annotations (the original, exclusions, the
+// KEDA pause: the cache keeps no others) or its labels (excludeSelector)
+// change.
+func workloadPredicate() predicate.Predicate {
+	return predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{})
+}
+
+// workloadSource watches a kind of workload (obj is an empty object of it).
 func (r *Reconciler) workloadSource(c cache.Cache, obj client.Object) source.Source {
-	return source.Kind(c, obj, handler.EnqueueRequestsFromMapFunc(r.scalersForWorkload),
-		predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))
+	return source.Kind(c, obj, handler.EnqueueRequestsFromMapFunc(r.scalersForWorkload), workloadPredicate())
+}
+
+// informerSource watches a run-time kind through its informer (started
+// and, if need be, removed by dynamicKinds).
+func (r *Reconciler) informerSource(inf cache.Informer) source.Source {
+	return &source.Informer{Informer: inf, Handler: handler.EnqueueRequestsFromMapFunc(r.scalersForWorkload), Predicates: []predicate.Predicate{workloadPredicate()}}
 }
 
 func createOrDelete() predicate.Funcs {

@@ -42,24 +42,61 @@ type Workload struct {
 	HasAnnotation bool
 	// Controlled is true when an owner reference has controller: true.
 	Controlled bool
+	// Labels are the workload's own labels (for spec.excludeSelector).
+	Labels map[string]string
+	// Exclude and ExcludeUntil are the raw values of AnnotationExclude and
+	// AnnotationExcludeUntil ("" when absent).
+	Exclude, ExcludeUntil string
+
+	// ScaledObjects only: the workload it autoscales and the KEDA pause
+	// annotation (nil when absent).
+	Target         KindKey
+	TargetName     string
+	PausedReplicas *string
+
+	// Set by the workload pass before deciding (not read from the object).
+	// Excluded: an exclusion annotation or excludeSelector applies.
+	Excluded bool
+	// Autoscaled: a ScaledObject targets it, so it is parked through the
+	// ScaledObject, never directly.
+	Autoscaled bool
+}
+
+// parkKind is the kind spec.kinds must list for the workload to be parked:
+// its own, or for a ScaledObject the kind of its target.
+func (w Workload) parkKind() KindKey {
+	if w.Kind.pauses() {
+		return w.Target
+	}
+	return w.Kind
 }
 
 // suspends reports whether the kind is parked by suspending (CronJob) rather
 // than scaling to zero.
 func (k KindKey) suspends() bool { return k == kindCronJob }
 
+// pauses reports whether the kind is parked by pausing it (a KEDA
+// ScaledObject) rather than by scaling it.
+func (k KindKey) pauses() bool { return k == kindScaledObject }
+
 // isParked reports whether the workload is in its parked state.
 func (w Workload) isParked() bool {
-	if w.Kind.suspends() {
+	switch {
+	case w.Kind.suspends():
 		return w.Suspend
+	case w.Kind.pauses():
+		return w.PausedReplicas != nil && *w.PausedReplicas == "0"
 	}
 	return w.Replicas == 0
 }
 
 // current records the workload's present state as an original.
 func (w Workload) current(by string) Original {
-	if w.Kind.suspends() {
+	switch {
+	case w.Kind.suspends():
 		return SuspendOriginal(w.Suspend, by)
+	case w.Kind.pauses():
+		return PauseOriginal(w.PausedReplicas, by)
 	}
 	return ReplicasOriginal(w.Replicas, by)
 }

@@ -55,6 +55,11 @@ func mergePatch(resourceVersion string, annotation *string, removeAnnotation boo
 	if len(spec) > 0 {
 		body["spec"] = spec
 	}
+	return mustJSON(body)
+}
+
+// mustJSON encodes a patch body of plain values.
+func mustJSON(body map[string]any) []byte {
 	b, err := json.Marshal(body)
 	if err != nil {
 		panic(fmt.Sprintf("encoding merge patch: %v", err)) // maps of plain values always marshal

@@ -1,6 +1,7 @@
 package nsscaler
 
 import (
+	"context"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -8,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,17 +21,28 @@ import (
 // templates — so that thousands of Deployments cost little memory. Writes
 // never start from these trimmed copies: they are JSON merge patches of two
 // fields.
-func newWorkloadCache(mgr ctrl.Manager) (cache.Cache, error) {
+//
+// onWatchError hears of every failed list or watch of its informers (after
+// the default handler logged it), so that a run-time kind the manager may
+// not read is given up at once (dynamicKinds.watchFailed). A read of a kind
+// without an informer fails instead of starting one that might never sync.
+func newWorkloadCache(mgr ctrl.Manager, onWatchError func(typeDescription string, err error)) (cache.Cache, error) {
+	trim := trimAndShareLabels(newLabelInterner())
 	c, err := cache.New(protobufConfig(mgr), cache.Options{
-		HTTPClient:       mgr.GetHTTPClient(),
-		Scheme:           mgr.GetScheme(),
-		Mapper:           mgr.GetRESTMapper(),
-		DefaultTransform: trimObject,
+		HTTPClient:                  mgr.GetHTTPClient(),
+		Scheme:                      mgr.GetScheme(),
+		Mapper:                      mgr.GetRESTMapper(),
+		ReaderFailOnMissingInformer: true,
+		DefaultWatchErrorHandler: func(ctx context.Context, r *toolscache.Reflector, err error) {
+			toolscache.DefaultWatchErrorHandler(ctx, r, err)
+			onWatchError(r.TypeDescription(), err)
+		},
+		DefaultTransform: trim,
 		ByObject: map[client.Object]cache.ByObject{
-			&appsv1.Deployment{}:  {Transform: trimObject},
-			&appsv1.StatefulSet{}: {Transform: trimObject},
-			&batchv1.CronJob{}:    {Transform: trimObject},
-			&corev1.Namespace{}:   {Transform: trimObject},
+			&appsv1.Deployment{}:  {Transform: trim},
+			&appsv1.StatefulSet{}: {Transform: trim},
+			&batchv1.CronJob{}:    {Transform: trim},
+			&corev1.Namespace{}:   {Transform: trim},
 		},
 	})
 	if err != nil {
@@ -48,29 +61,48 @@ type managedCache struct{ cache.Cache }
 
 func (m managedCache) GetCache() cache.Cache { return m.Cache }
 
-// trimObject is the cache transform: it keeps of each object only what the
-// controller reads. Workloads keep their replicas or suspend flag, owner
-// references and the original annotation (not, e.g., a kubectl
-// last-applied-configuration, which copies the whole object); namespaces keep
-// their labels; pods (metadata only) keep their identity.
+// trimAndShareLabels is the cache transform: trimObject, then the labels of
+// a workload shared with every other workload that has the same ones.
+func trimAndShareLabels(in *labelInterner) toolscache.TransformFunc {
+	return func(o any) (any, error) {
+		out, err := trimObject(o)
+		if err != nil {
+			return out, err
+		}
+		switch obj := out.(type) {
+		// Custom resources keep their labels inside their unstructured
+		// content, which SetLabels copies: nothing to share there.
+		case *appsv1.Deployment, *appsv1.StatefulSet, *batchv1.CronJob:
+			in.intern(obj.(metav1.Object))
+		}
+		return out, nil
+	}
+}
+
+// trimObject keeps of each object only what the controller reads.
+// Workloads keep their replicas or suspend flag, owner references, labels (for excludeSelector) and this controller's own
+// annotations (not, e.g., a kubectl last-applied-configuration, which copies
+// the whole object); namespaces keep their labels; pods (metadata only) keep
+// their identity; ScaledObjects their target and KEDA's pause annotation.
+// What a workload's editors control is bounded here, before it is held in
+// memory: annotation values beyond what a valid one needs are cut (and then
+// fail to parse: reported, not acted on), and a workload with more than
+// maxWorkloadLabels labels keeps none but a marker.
 func trimObject(o any) (any, error) {
 	if m, ok := o.(metav1.Object); ok {
 		m.SetManagedFields(nil)
 	}
 	switch obj := o.(type) {
 	case *appsv1.Deployment:
-		keepOnlyOriginal(obj)
-		obj.Labels = nil
+		keepOwnMetadata(obj)
 		obj.Spec = appsv1.DeploymentSpec{Replicas: obj.Spec.Replicas}
 		obj.Status = appsv1.DeploymentStatus{}
 	case *appsv1.StatefulSet:
-		keepOnlyOriginal(obj)
-		obj.Labels = nil
+		keepOwnMetadata(obj)
 		obj.Spec = appsv1.StatefulSetSpec{Replicas: obj.Spec.Replicas}
 		obj.Status = appsv1.StatefulSetStatus{}
 	case *batchv1.CronJob:
-		keepOnlyOriginal(obj)
-		obj.Labels = nil
+		keepOwnMetadata(obj)
 		obj.Spec = batchv1.CronJobSpec{Suspend: obj.Spec.Suspend}
 		obj.Status = batchv1.CronJobStatus{}
 	case *corev1.Namespace:
@@ -83,21 +115,58 @@ func trimObject(o any) (any, error) {
 		obj.OwnerReferences = nil
 		obj.Finalizers = nil
 	case *unstructured.Unstructured:
-		// Custom resources keep their spec: the replica path is only known
-		// per kind.
-		keepOnlyOriginal(obj)
+		trimCustomResource(obj)
 	}
 	return o, nil
 }
 
-// keepOnlyOriginal drops every annotation but the controller's own.
-func keepOnlyOriginal(m metav1.Object) {
-	v, ok := m.GetAnnotations()[AnnotationOriginal]
-	if !ok {
-		m.SetAnnotations(nil)
+// trimCustomResource: a custom resource keeps its spec (the replica path is
+// only known per kind, and is always under .spec), not its status; a
+// ScaledObject only its scaleTargetRef.
+func trimCustomResource(u *unstructured.Unstructured) {
+	keepOwnMetadata(u)
+	delete(u.Object, "status")
+	if u.GroupVersionKind().GroupKind() != scaledObjectGVK.GroupKind() {
 		return
 	}
-	m.SetAnnotations(map[string]string{AnnotationOriginal: v})
+	ref, found, _ := unstructured.NestedMap(u.Object, "spec", "scaleTargetRef")
+	u.Object["spec"] = map[string]any{}
+	if found {
+		u.Object["spec"] = map[string]any{"scaleTargetRef": ref}
+	}
+}
+
+// ownAnnotations are the annotations the controller reads, with the length
+// beyond which a value cannot be valid.
+var ownAnnotations = map[string]int{
+	AnnotationOriginal:           maxOriginalLength,
+	AnnotationExclude:            maxExclusionValue,
+	AnnotationExcludeUntil:       maxExclusionValue,
+	AnnotationKEDAPausedReplicas: maxExclusionValue,
+}
+
+// keepOwnMetadata drops every annotation but the controller's own (values
+// cut one byte past their bound, so that they fail to parse) and bounds the
+// labels.
+func keepOwnMetadata(m metav1.Object) {
+	var kept map[string]string
+	for k, v := range m.GetAnnotations() {
+		limit, own := ownAnnotations[k]
+		if !own {
+			continue
+		}
+		if len(v) > limit {
+			v = v[:limit+1]
+		}
+		if kept == nil {
+			kept = map[string]string{}
+		}
+		kept[k] = v
+	}
+	m.SetAnnotations(kept)
+	if len(m.GetLabels()) > maxWorkloadLabels {
+		m.SetLabels(map[string]string{labelsTrimmed: ""})
+	}
 }
 
 // podMetadata is the object the pod watch and list use: metadata only.

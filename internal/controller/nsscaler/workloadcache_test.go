@@ -1,13 +1,16 @@
 package nsscaler
 
 import (
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 )
 
@@ -57,7 +60,7 @@ func TestTrimObjectKeepsWhatTheControllerReads(t *testing.T) {
 				t.Fatalf("read %+v", after)
 			}
 			m := out.(metav1.Object)
-			if len(m.GetAnnotations()) != 1 || m.GetLabels() != nil || m.GetManagedFields() != nil {
+			if len(m.GetAnnotations()) != 1 || !reflect.DeepEqual(m.GetLabels(), map[string]string{"app": "web"}) || m.GetManagedFields() != nil {
 				t.Fatalf("kept annotations %v labels %v managedFields %v", m.GetAnnotations(), m.GetLabels(), m.GetManagedFields())
 			}
 		})
@@ -65,5 +68,84 @@ func TestTrimObjectKeepsWhatTheControllerReads(t *testing.T) {
 	ns, _ := trimObject(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Labels: map[string]string{"env": "dev"}, Annotations: map[string]string{"a": "b"}}})
 	if got := ns.(*corev1.Namespace); got.Labels["env"] != "dev" || got.Annotations != nil {
 		t.Fatalf("namespace trimmed to %+v; labels must stay (selectors read them)", got.ObjectMeta)
+	}
+}
+
+// A workload's editors control its annotations and labels: the cache keeps
+// no more of them than a valid value needs.
+func TestTrimObjectBoundsWhatTenantsWrite(t *testing.T) {
+	huge := strings.Repeat("9", 100_000)
+	labels := map[string]string{}
+	for i := range maxWorkloadLabels + 1 {
+		labels[fmt.Sprintf("l%d", i)] = "v"
+	}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: labels, Annotations: map[string]string{
+		AnnotationOriginal: huge, AnnotationExclude: huge, AnnotationExcludeUntil: huge, "other": huge,
+	}}}
+	out, _ := trimObject(d)
+	m := out.(*appsv1.Deployment)
+	if len(m.Annotations) != 3 || len(m.Annotations[AnnotationOriginal]) != maxOriginalLength+1 || len(m.Annotations[AnnotationExclude]) != maxExclusionValue+1 {
+		t.Fatalf("annotations kept: %d, original %d bytes", len(m.Annotations), len(m.Annotations[AnnotationOriginal]))
+	}
+	if !reflect.DeepEqual(m.Labels, map[string]string{labelsTrimmed: ""}) {
+		t.Fatalf("labels kept: %d", len(m.Labels))
+	}
+	w := newDeploymentHandler(workloadAccess{}).toWorkload(m)
+	if _, err := DecodeOriginal(w.Annotation); err == nil {
+		t.Fatal("a cut original decodes")
+	}
+	sel, _ := metav1.LabelSelectorAsSelector(&metav1.LabelSelector{MatchLabels: map[string]string{"l1": "v"}})
+	if ex := excludedBy(w, sel, fakeNow); ex.excluded || ex.err == nil {
+		t.Fatalf("exclusion of a cut workload: %+v", ex)
+	}
+}
+
+func TestTrimObjectScaledObject(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+		"metadata": map[string]any{"name": "so", "namespace": "ns", "annotations": map[string]any{
+			AnnotationKEDAPausedReplicas: "2", "kubectl.kubernetes.io/last-applied-configuration": "{}",
+		}},
+		"spec":   map[string]any{"scaleTargetRef": map[string]any{"name": "web"}, "triggers": []any{map[string]any{"type": "cron"}}},
+		"status": map[string]any{"hpaName": "keda-hpa-so"},
+	}}
+	out, _ := trimObject(u)
+	got := out.(*unstructured.Unstructured)
+	want := map[string]any{"scaleTargetRef": map[string]any{"name": "web"}}
+	if !reflect.DeepEqual(got.Object["spec"], want) || got.Object["status"] != nil || len(got.GetAnnotations()) != 1 {
+		t.Fatalf("trimmed to %v", got.Object)
+	}
+	w := (&scaledObjectHandler{}).toWorkload(got)
+	if w.Target != kindDeployment || w.TargetName != "web" || w.PausedReplicas == nil || *w.PausedReplicas != "2" || w.isParked() {
+		t.Fatalf("read %+v", w)
+	}
+}
+
+// Workloads with the same labels share one map in the cache; different
+// sets do not, and the table starts over when full.
+func TestLabelsAreShared(t *testing.T) {
+	trim := trimAndShareLabels(newLabelInterner())
+	labelled := func(app string) *appsv1.Deployment {
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: app, Labels: map[string]string{"app": app, "tier": "web"}}}
+	}
+	a1, _ := trim(labelled("a"))
+	a2, _ := trim(labelled("a"))
+	b, _ := trim(labelled("b"))
+	la1, la2, lb := a1.(*appsv1.Deployment).Labels, a2.(*appsv1.Deployment).Labels, b.(*appsv1.Deployment).Labels
+	if reflect.ValueOf(la1).UnsafePointer() != reflect.ValueOf(la2).UnsafePointer() {
+		t.Fatal("two Deployments with the same labels keep two maps")
+	}
+	if reflect.ValueOf(la1).UnsafePointer() == reflect.ValueOf(lb).UnsafePointer() || lb["app"] != "b" {
+		t.Fatalf("different labels share a map: %v %v", la1, lb)
+	}
+	in := newLabelInterner()
+	for i := range maxInternedLabelSets + 10 {
+		in.intern(&metav1.ObjectMeta{Labels: map[string]string{"i": fmt.Sprint(i)}})
+	}
+	if len(in.sets) > maxInternedLabelSets {
+		t.Fatalf("%d label sets held", len(in.sets))
+	}
+	if labelSetKey(map[string]string{"a": "b=c"}) == labelSetKey(map[string]string{"a=b": "c"}) {
+		t.Fatal("two label sets render the same")
 	}
 }

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -25,13 +27,25 @@ type workloadPass struct {
 	self  string
 	plan  Plan
 	kinds sets.Set[KindKey]
-	// act is false while the NSScaler is suspended: decisions are counted,
-	// not written.
+	// act is false while the NSScaler is suspended, in DryRun or has an
+	// invalid schedule: decisions are counted, not written.
 	act bool
-	obs *observation
+	// dryRun counts what would be written (spec.mode DryRun).
+	dryRun bool
+	// now is the reconcile's instant (the injected clock).
+	now time.Time
+	// excludeSelector is spec.excludeSelector (nil: none).
+	excludeSelector labels.Selector
+	// fights is this NSScaler's memory of contested workloads.
+	fights *fightTracker
+	obs    *observation
 	// parkedKinds are the custom kinds with objects held parked or still to
 	// restore.
 	parkedKinds sets.Set[KindKey]
+	// targets are the workloads that belong parked (their fights are kept).
+	targets map[types.UID]struct{}
+	// dryTallies count, per namespace, what a DryRun would write.
+	dryTallies map[string]*namespaceTally
 }
 
 // job is one workload to write.
@@ -51,12 +65,15 @@ type outcome struct {
 // reconcileWorkloads decides on every workload of every handled kind and,
 // when act is true, writes the decisions with bounded concurrency. One
 // failing workload never stops the others: failures are collected in obs.
-func (r *Reconciler) reconcileWorkloads(ctx context.Context, scaler *scalingv1alpha1.NSScaler, handlers []kindHandler,
-	plan Plan, kinds sets.Set[KindKey], act bool, obs *observation) {
-	p := &workloadPass{self: scaler.Name, plan: plan, kinds: kinds, act: act, obs: obs, parkedKinds: sets.New[KindKey]()}
-	jobs := r.decideAll(ctx, p, handlers)
+func (r *Reconciler) reconcileWorkloads(ctx context.Context, scaler *scalingv1alpha1.NSScaler, handlers []kindHandler, p *workloadPass) {
+	obs := p.obs
+	jobs := r.decideAll(ctx, scaler, p, handlers)
 	outcomes := r.runJobs(ctx, p, jobs)
 	r.emitNamespaceEvents(scaler, p.tally(outcomes))
+	r.emitDryRunEvents(scaler, p.dryTallies, obs.nextTransition)
+	if p.act {
+		p.fights.forget(p.targets)
+	}
 	for _, k := range obs.carried {
 		if k.Group != "" {
 			p.parkedKinds.Insert(k)
@@ -68,24 +85,98 @@ func (r *Reconciler) reconcileWorkloads(ctx context.Context, scaler *scalingv1al
 // decideAll lists every kind and decides on each workload: what needs a
 // write becomes a job, the rest is counted at once. One kind that cannot
 // be listed does not stop the others.
-func (r *Reconciler) decideAll(ctx context.Context, p *workloadPass, handlers []kindHandler) []job {
+func (r *Reconciler) decideAll(ctx context.Context, scaler *scalingv1alpha1.NSScaler, p *workloadPass, handlers []kindHandler) []job {
+	lists := r.listAll(ctx, p, handlers)
+	p.crossReference(lists, handlers)
 	var jobs []job
-	for _, h := range handlers {
+	for i, h := range handlers {
+		for _, w := range lists[i] {
+			if p.contested(ctx, r, scaler, h, w) {
+				continue
+			}
+			if j, write := p.decide(h, w); write {
+				jobs = append(jobs, j)
+			}
+		}
+	}
+	return jobs
+}
+
+// listAll lists every handled kind (each workload as the controller last
+// knows it: the cached copy or its own newer write).
+func (r *Reconciler) listAll(ctx context.Context, p *workloadPass, handlers []kindHandler) [][]Workload {
+	lists := make([][]Workload, len(handlers))
+	for i, h := range handlers {
 		ws, err := h.list(ctx)
 		if err != nil {
 			p.obs.kindUnhandled(h.key(), err)
 			continue
 		}
 		seen := make(map[types.UID]struct{}, len(ws))
-		for _, cached := range ws {
-			seen[cached.UID] = struct{}{}
-			if j, write := p.decide(h, r.tracker.freshest(cached)); write {
-				jobs = append(jobs, j)
-			}
+		for j := range ws {
+			seen[ws[j].UID] = struct{}{}
+			ws[j] = r.tracker.freshest(ws[j])
 		}
 		r.tracker.forget(h.key(), seen)
+		lists[i] = ws
 	}
-	return jobs
+	return lists
+}
+
+// crossReference sets what a workload's decision needs beyond the workload
+// itself: whether an exclusion applies, whether a ScaledObject autoscales
+// it (it is then parked through the ScaledObject), and — for a
+// ScaledObject — whether the workload it scales is excluded. Only
+// workloads in namespaces this NSScaler owns are evaluated.
+func (p *workloadPass) crossReference(lists [][]Workload, handlers []kindHandler) {
+	var scaledObjects []Workload
+	for i, h := range handlers {
+		if h.key() == kindScaledObject {
+			scaledObjects = lists[i]
+		}
+	}
+	autoscaled := scaledObjectTargets(scaledObjects)
+	excluded := map[targetRef]struct{}{}
+	for i := range lists {
+		for j := range lists[i] {
+			w := &lists[i][j]
+			if !p.plan.Owns(w.Namespace) {
+				continue
+			}
+			_, w.Autoscaled = autoscaled[refOf(*w)]
+			if p.exclude(w) {
+				excluded[refOf(*w)] = struct{}{}
+			}
+		}
+	}
+	for i, h := range handlers {
+		if h.key() != kindScaledObject {
+			continue
+		}
+		for j := range lists[i] {
+			so := &lists[i][j]
+			if _, ok := excluded[targetRef{kind: so.Target, namespace: so.Namespace, name: so.TargetName}]; ok {
+				so.Excluded = true
+			}
+		}
+	}
+}
+
+// exclude evaluates a workload's exclusion and reports it: a malformed
+// annotation (InvalidAnnotation), the end of a time-bounded one (a
+// wake-up), an excluded workload that would otherwise be parked (counted).
+func (p *workloadPass) exclude(w *Workload) bool {
+	ex := excludedBy(*w, p.excludeSelector, p.now)
+	if ex.err != nil {
+		p.obs.invalid = append(p.obs.invalid, fmt.Errorf("%s: %w", workloadRef(*w), ex.err))
+	}
+	w.Excluded = ex.excluded
+	p.obs.wakeAt(tenantWakeup(ex.until))
+	p.obs.wakeAt(tenantWakeup(ex.validFrom))
+	if ex.excluded && p.plan.Parked.Has(w.Namespace) && p.kinds.Has(w.parkKind()) && !w.Controlled {
+		p.obs.excluded++
+	}
+	return ex.excluded
 }
 
 // decide takes the decision on one workload; write is true when it needs a
@@ -101,11 +192,36 @@ func (p *workloadPass) decide(h kindHandler, w Workload) (j job, write bool) {
 		}
 		return job{}, false
 	}
-	if d.Action == ActionNone || !p.act {
+	if d.Target {
+		p.targets[w.UID] = struct{}{}
+	}
+	if d.Action == ActionNone || !p.act || (d.Action == ActionPark && p.obs.holdParks) {
 		p.count(w, d, d.Action == ActionNone)
+		if p.dryRun {
+			p.countDryRun(w, d.Action)
+		}
 		return job{}, false
 	}
 	return job{h: h, w: w, d: d}, true
+}
+
+// countDryRun counts what a DryRun NSScaler would write.
+func (p *workloadPass) countDryRun(w Workload, a Action) {
+	if a == ActionNone {
+		return
+	}
+	t := p.dryTallies[w.Namespace]
+	if t == nil {
+		t = &namespaceTally{}
+		p.dryTallies[w.Namespace] = t
+	}
+	if a == ActionPark {
+		p.obs.wouldPark++
+		t.parked++
+	} else {
+		p.obs.wouldRestore++
+		t.restored++
+	}
 }
 
 // count adds a workload's final state to the status counters. settled is

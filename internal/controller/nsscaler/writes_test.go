@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	clocktesting "k8s.io/utils/clock/testing"
 )
@@ -20,7 +21,10 @@ type fakeHandler struct {
 	restores []Original
 }
 
-func (f *fakeHandler) key() KindKey                             { return kindDeployment }
+func (f *fakeHandler) key() KindKey { return kindDeployment }
+func (f *fakeHandler) objectKind() schema.GroupVersionKind {
+	return schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
+}
 func (f *fakeHandler) list(context.Context) ([]Workload, error) { return nil, nil }
 func (f *fakeHandler) get(context.Context, string, string) (Workload, bool, error) {
 	return f.fresh, true, nil
@@ -44,7 +48,11 @@ func (f *fakeHandler) restore(_ context.Context, w Workload, orig Original) (Wor
 
 func testReconciler(t *testing.T) *Reconciler {
 	t.Helper()
-	return newReconciler(dependencies{}, Options{Metrics: testMetrics(t), Clock: clocktesting.NewFakePassiveClock(fakeNow), WriteConcurrency: 2})
+	r, err := newReconciler(dependencies{}, Options{Metrics: testMetrics(t), Clock: clocktesting.NewFakeClock(fakeNow), WriteConcurrency: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 func testMetrics(t *testing.T) *Metrics {
@@ -60,7 +68,8 @@ func testMetrics(t *testing.T) *Metrics {
 func testPass() *workloadPass {
 	return &workloadPass{
 		self: "me", plan: Plan{Parked: sets.New("ns"), Active: sets.New[string](), Foreign: sets.New[string]()},
-		kinds: sets.New(kindDeployment), act: true, obs: &observation{}, parkedKinds: sets.New[KindKey](),
+		kinds: sets.New(kindDeployment), act: true, obs: &observation{now: fakeNow}, parkedKinds: sets.New[KindKey](),
+		now: fakeNow, fights: newFightTracker(FightPolicy{}), targets: map[types.UID]struct{}{}, dryTallies: map[string]*namespaceTally{},
 	}
 }
 

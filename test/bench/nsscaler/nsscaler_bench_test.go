@@ -1,7 +1,9 @@
 // Package nsscaler benchmarks the NSScaler controller on the local control
 // plane (envtest: a real kube-apiserver and etcd, nothing else writing):
-// 500 namespaces × 10 Deployments, parked and restored by the real manager
-// binary, against the raw limit of a bare client that patches the same
+// 500 namespaces × 10 Deployments under one schedule, parked when its
+// sleep window opens and restored when it closes by the real manager
+// binary (on the real clock: the window is placed a little ahead of the
+// NSScaler's creation), against the raw limit of a bare client that patches the same
 // objects with the same bodies at the same concurrency while paying the
 // same watch fan-out: a Deployment informer like the manager's (protobuf,
 // the same trimming transform) is open in the benchmark process during the
@@ -11,8 +13,11 @@
 //
 // Writes are counted from the apiserver's own request counters
 // (apiserver_request_total by verb and resource): during the manager's
-// phases nothing but the manager writes, except the NSScaler the benchmark
-// creates and deletes, which is accounted for.
+// phases nothing but the manager writes: the benchmark creates the
+// NSScaler before the counts of the park begin and deletes it after those
+// of the restore end. Between the park and the window's end the manager
+// must write nothing at all (no workload, no status, no event): at full
+// size that is at least the minute before the transition.
 //
 // BENCH_SCALE=0.1 (or BENCH_NSSCALER_NAMESPACES=n, BENCH_IDLE=20s) runs a
 // smaller smoke test.
@@ -192,72 +197,21 @@ func runOnce(b *testing.B) {
 	}
 	defer obs.Stop()
 
-	before := requests(ctx, b, cs)
-	start = time.Now()
-	if err := c.Create(ctx, &scalingv1alpha1.NSScaler{
-		ObjectMeta: metav1.ObjectMeta{Name: "bench"},
-		Spec:       scalingv1alpha1.NSScalerSpec{NamespacePrefix: "bench-"},
-	}); err != nil {
-		sum.Fatalf(b, "%v", err)
-	}
-	progress, err := obs.Until(ctx, 3*time.Minute, 10*time.Minute, func() (bool, string, error) {
-		var s scalingv1alpha1.NSScaler
-		if err := obs.Reader().Get(ctx, client.ObjectKey{Name: "bench"}, &s); err != nil {
-			return false, "no NSScaler in the cache yet", client.IgnoreNotFound(err)
-		}
-		return s.Status.ParkedWorkloads == int32(workloads) && s.Status.Done,
-			fmt.Sprintf("%d/%d parked, done=%v", s.Status.ParkedWorkloads, workloads, s.Status.Done), nil
-	})
-	parkD := time.Since(start)
-	if err != nil {
-		sum.Target(false, "park: %s after %s", progress, parkD.Round(time.Second))
-		sum.Fatalf(b, "park: %v", err)
-	}
-	sampler.phase("idle")
-	if n := countReplicas(ctx, b, c, keys, true); n != workloads {
-		sum.Fatalf(b, "status reports every Deployment parked, but only %d/%d are", n, workloads)
-	}
-	afterPark := requests(ctx, b, cs)
-	parked := afterPark.since(before)
-	// The benchmark's own write in this window: the NSScaler's creation.
-	parked["POST nsscalers"]--
-
-	// Measuring idleness is the point of this wait: nothing may be
-	// written meanwhile.
-	select {
-	case <-time.After(idle):
-	case <-mgr.Exited():
-		sum.Fatalf(b, "the manager exited during the idle window")
-	}
-	idleAfter := requests(ctx, b, cs)
-	idled := idleAfter.since(afterPark)
-
-	sampler.phase("restore")
-	start = time.Now()
+	w := newWindow(rawPark, idle)
+	sum.Figure("sleep window %s–%s UTC", w.opens.UTC().Format(time.TimeOnly), w.closes.UTC().Format(time.TimeOnly))
+	run := runSchedule(ctx, b, sum, c, cs, obs, w, keys, sampler)
+	// Awake again, the NSScaler has nothing left to restore: its deletion
+	// only releases its finalizer.
 	if err := c.Delete(ctx, &scalingv1alpha1.NSScaler{ObjectMeta: metav1.ObjectMeta{Name: "bench"}}); err != nil {
 		sum.Fatalf(b, "%v", err)
 	}
-	// The finalizer is released only once every Deployment is restored.
-	progress, err = obs.Until(ctx, 3*time.Minute, 10*time.Minute, func() (bool, string, error) {
-		var s scalingv1alpha1.NSScaler
-		err := obs.Reader().Get(ctx, client.ObjectKey{Name: "bench"}, &s)
-		if apierrors.IsNotFound(err) {
-			return true, "NSScaler gone", nil
-		}
-		return false, fmt.Sprintf("%d/%d still parked", s.Status.ParkedWorkloads, workloads), err
-	})
-	restoreD := time.Since(start)
-	if err != nil {
-		sum.Target(false, "restore: %s after %s", progress, restoreD.Round(time.Second))
-		sum.Fatalf(b, "restore: %v", err)
+	if _, err := obs.Until(ctx, time.Minute, 2*time.Minute, func() (bool, string, error) {
+		err := obs.Reader().Get(ctx, client.ObjectKey{Name: "bench"}, &scalingv1alpha1.NSScaler{})
+		return apierrors.IsNotFound(err), "NSScaler still there", client.IgnoreNotFound(err)
+	}); err != nil {
+		sum.Fatalf(b, "deleting the awake NSScaler: %v", err)
 	}
-	if n := countReplicas(ctx, b, c, keys, false); n != workloads {
-		sum.Fatalf(b, "the NSScaler is gone, but only %d/%d Deployments are restored", n, workloads)
-	}
-	afterRestore := requests(ctx, b, cs)
-	restored := afterRestore.since(idleAfter)
-	// The benchmark's own write in this window: the NSScaler's deletion.
-	restored["DELETE nsscalers"]--
+	parkD, restoreD, parked, idled, restored := run.park, run.restore, run.parked, run.idled, run.restored
 	rss, hwm, err := memory(mgr.Pid())
 	if err != nil {
 		sum.Fatalf(b, "%v", err)
@@ -274,7 +228,8 @@ func runOnce(b *testing.B) {
 	sum.Target(parkWrites == workloads, "Deployment writes for the park %d = %.3f/workload (target exactly 1)", parkWrites, float64(parkWrites)/float64(workloads))
 	sum.Target(restoreWrites == workloads, "Deployment writes for the restore %d = %.3f/workload (target exactly 1)", restoreWrites, float64(restoreWrites)/float64(workloads))
 	sum.Figure("manager writes in the park: %s; in the restore: %s", describe(parked), describe(restored))
-	sum.Target(total(idled) == 0, "writes during %s of idleness: %d (%s; target 0)", idle, total(idled), describe(idled))
+	sum.Target(total(idled) == 0 && run.idleWindow >= idle, "writes during the %s before the window closed: %d, of which status %d (%s; target 0 in at least %s)",
+		run.idleWindow.Round(time.Second), total(idled), statusWrites(idled), describe(idled), idle)
 	sum.Target(hwm <= maxRSSMiB, "manager RSS after cache sync %.1f MiB, at the end %.1f MiB, peak %.1f MiB (target ≤ %d MiB); largest per phase: %s",
 		startRSS, rss, hwm, maxRSSMiB, phases)
 
@@ -341,7 +296,8 @@ func rawWithFanOut(ctx context.Context, base *rest.Config, scheme *runtime.Schem
 
 // trimDeployment keeps what the manager's workload cache keeps of a
 // Deployment (internal/controller/nsscaler: trimObject): identity, owner
-// references, replicas and the original annotation.
+// references, labels (for excludeSelector), replicas and the original
+// annotation.
 func trimDeployment(o any) (any, error) {
 	d, ok := o.(*appsv1.Deployment)
 	if !ok {
@@ -353,7 +309,6 @@ func trimDeployment(o any) (any, error) {
 	} else {
 		d.Annotations = nil
 	}
-	d.Labels = nil
 	d.Spec = appsv1.DeploymentSpec{Replicas: d.Spec.Replicas}
 	d.Status = appsv1.DeploymentStatus{}
 	return d, nil

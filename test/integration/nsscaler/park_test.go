@@ -435,3 +435,11 @@ func TestDeletionPolicyKeepLeavesWorkloadsParkedForALaterScaler(t *testing.T) {
 		g.Expect(deploymentState(g, ns, "web")).To(Equal(state{Replicas: 3}))
 	}, timeout, poll).Should(Succeed())
 }
+
+func conditionMessage(s scalingv1alpha1.NSScaler, t string) string {
+	c := meta.FindStatusCondition(s.Status.Conditions, t)
+	if c == nil {
+		return ""
+	}
+	return c.Message
+}

@@ -8,7 +8,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -74,8 +77,10 @@ func run(m *testing.M) int {
 		Scheme: scheme,
 		// Memcached is a custom kind with a scale subresource to park;
 		// testdata holds the Widget, another one.
+		// KEDA's ScaledObject is generated from KEDA's API module
+		// (make keda-crd).
 		CRDs:          []string{"scaling.runbook.dev_nsscalers.yaml", "cache.runbook.dev_memcacheds.yaml"},
-		ExtraCRDPaths: []string{"testdata"},
+		ExtraCRDPaths: []string{"testdata", filepath.Join(testenv.RepoRoot(), "test", "testdata", "crds", "keda.sh_scaledobjects.yaml")},
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -98,6 +103,54 @@ type managerOptions struct {
 	writeConcurrency  int
 	// writeQPS caps the workload writes per second (--nsscaler-write-qps).
 	writeQPS float64
+	// clock is the reconciler's clock (nil: the real one).
+	clock clock.WithDelayedExecution
+	// protected are globs of namespaces never parked.
+	protected []string
+	fights    nsscontroller.FightPolicy
+	// config is whom the manager runs as (nil: the suite's admin).
+	config *rest.Config
+	// requests, when set, records every request the manager sends.
+	requests *requestLog
+}
+
+// requestLog records the requests a manager sends ("VERB path").
+type requestLog struct {
+	mu   sync.Mutex
+	sent []string
+}
+
+type loggingTransport struct {
+	next http.RoundTripper
+	log  *requestLog
+}
+
+func (t loggingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	t.log.mu.Lock()
+	t.log.sent = append(t.log.sent, req.Method+" "+req.URL.Path)
+	t.log.mu.Unlock()
+	return t.next.RoundTrip(req)
+}
+
+// writes lists the recorded writes (anything but GET, LIST, WATCH) whose
+// path contains every one of parts.
+func (l *requestLog) writes(parts ...string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, r := range l.sent {
+		if strings.HasPrefix(r, http.MethodGet+" ") {
+			continue
+		}
+		match := true
+		for _, p := range parts {
+			match = match && strings.Contains(r, p)
+		}
+		if match {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // runningManager is an in-process manager running the nsscaler controller.
@@ -128,7 +181,18 @@ func (m *runningManager) stop(t *testing.T) {
 // when the test ends (after the test's own cleanups registered later).
 func startManager(t *testing.T, opts managerOptions) *runningManager {
 	t.Helper()
-	mgr, err := ctrl.NewManager(rest.CopyConfig(env.Config), ctrl.Options{
+	cfg := rest.CopyConfig(env.Config)
+	if opts.config != nil {
+		cfg = rest.CopyConfig(opts.config)
+	}
+	if opts.requests != nil {
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return loggingTransport{next: rt, log: opts.requests} })
+	}
+	var clk clock.WithDelayedExecution = clock.RealClock{}
+	if opts.clock != nil {
+		clk = opts.clock
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -143,11 +207,13 @@ func startManager(t *testing.T, opts managerOptions) *runningManager {
 		t.Fatal(err)
 	}
 	if _, err := nsscontroller.Setup(mgr, nsscontroller.Options{
-		Clock:             clock.RealClock{},
-		Metrics:           metrics,
-		OperatorNamespace: opts.operatorNamespace,
-		WriteConcurrency:  opts.writeConcurrency,
-		WriteQPS:          opts.writeQPS,
+		Clock:               clk,
+		Metrics:             metrics,
+		OperatorNamespace:   opts.operatorNamespace,
+		ProtectedNamespaces: opts.protected,
+		Fights:              opts.fights,
+		WriteConcurrency:    opts.writeConcurrency,
+		WriteQPS:            opts.writeQPS,
 	}); err != nil {
 		t.Fatal(err)
 	}

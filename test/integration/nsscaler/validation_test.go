@@ -3,6 +3,8 @@ package nsscaler
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -10,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
 	"github.com/runbook-dev/runbook/test/testenv"
@@ -44,6 +47,24 @@ func TestValidationRejectsBadSpecs(t *testing.T) {
 		{"built-in group given", map[string]any{"namespacePrefix": "p-", "kinds": []any{map[string]any{"group": "apps", "kind": "Deployment"}}}, "built-in kinds are given without a group"},
 		{"empty kinds", map[string]any{"namespacePrefix": "p-", "kinds": []any{}}, "kinds"},
 		{"bad deletion policy", map[string]any{"namespacePrefix": "p-", "deletionPolicy": "Forget"}, "deletionPolicy"},
+		{"empty schedule", map[string]any{"namespacePrefix": "p-", "schedule": map[string]any{"timeZone": "UTC"}}, "at least one sleep window or exception"},
+		{"time zone not a zone name", map[string]any{"namespacePrefix": "p-", "schedule": map[string]any{"timeZone": "../../etc/passwd", "sleep": []any{window("Mon", "01:00", "02:00")}}}, "timeZone"},
+		{"bad days", map[string]any{"namespacePrefix": "p-", "schedule": map[string]any{"sleep": []any{window("Monday", "01:00", "02:00")}}}, "days"},
+		{"bad time", map[string]any{"namespacePrefix": "p-", "schedule": map[string]any{"sleep": []any{window("Mon", "25:00", "02:00")}}}, "from"},
+		{"empty window", map[string]any{"namespacePrefix": "p-", "schedule": map[string]any{"sleep": []any{window("Mon", "02:00", "02:00")}}}, "from and to must differ"},
+		{"exception ends before it starts", map[string]any{"namespacePrefix": "p-", "schedule": map[string]any{"exceptions": []any{
+			map[string]any{"from": "2026-12-24T10:00:00Z", "until": "2026-12-24T09:00:00Z", "phase": "Asleep"}}}}, "until must be after from"},
+		{"exception dates reversed", map[string]any{"namespacePrefix": "p-", "schedule": map[string]any{"exceptions": []any{
+			map[string]any{"from": "2026-12-26", "until": "2026-12-24", "phase": "Awake"}}}}, "until must not be before from"},
+		{"exception phase", map[string]any{"namespacePrefix": "p-", "schedule": map[string]any{"exceptions": []any{
+			map[string]any{"from": "2026-12-24", "until": "2026-12-24", "phase": "Partial"}}}}, "phase"},
+		{"exception not a time", map[string]any{"namespacePrefix": "p-", "schedule": map[string]any{"exceptions": []any{
+			map[string]any{"from": "christmas", "until": "2026-12-24", "phase": "Asleep"}}}}, "from"},
+		{"wake of a bad name", map[string]any{"namespacePrefix": "p-", "wake": []any{map[string]any{"namespace": "Not_A_Name", "until": "2026-12-24T10:00:00Z"}}}, "namespace"},
+		{"duplicate wake", map[string]any{"namespacePrefix": "p-", "wake": []any{
+			map[string]any{"namespace": "p-a", "until": "2026-12-24T10:00:00Z"}, map[string]any{"namespace": "p-a", "until": "2026-12-25T10:00:00Z"}}}, "Duplicate value"},
+		{"empty exclude selector", map[string]any{"namespacePrefix": "p-", "excludeSelector": map[string]any{}}, "excludeSelector must not be empty"},
+		{"bad mode", map[string]any{"namespacePrefix": "p-", "mode": "Maybe"}, "mode"},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -81,8 +102,43 @@ func TestValidationAcceptsAndDefaults(t *testing.T) {
 		},
 		"suspend":        true,
 		"deletionPolicy": "Keep",
+		"schedule": map[string]any{
+			"timeZone": "America/New_York",
+			"sleep":    []any{window("Mon-Fri", "20:00", "08:00"), window("Sat,Sun", "00:00", "24:00"), window("Wed", "12:00:30", "13:00")},
+			"exceptions": []any{
+				map[string]any{"name": "christmas", "from": "2026-12-24", "until": "2026-12-26", "phase": "Asleep"},
+				map[string]any{"from": "2026-12-01T18:00:00-05:00", "until": "2026-12-02T02:00:00Z", "phase": "Awake"},
+			},
+		},
+		"wake":            []any{map[string]any{"namespace": "release-1", "until": "2026-12-24T10:00:00Z"}},
+		"excludeSelector": map[string]any{"matchLabels": map[string]any{"keep": "running"}},
+		"mode":            "DryRun",
 	})).To(Succeed())
 	t.Cleanup(func() {
 		_ = k8s.Delete(ctx, &scalingv1alpha1.NSScaler{ObjectMeta: metav1.ObjectMeta{Name: full}})
 	})
+}
+
+func window(days, from, to string) map[string]any {
+	return map[string]any{"days": days, "from": from, "to": to}
+}
+
+// TestSamplesAreAccepted: every NSScaler sample in config/samples passes
+// the CRD's validation (a server-side dry run: nothing is created).
+func TestSamplesAreAccepted(t *testing.T) {
+	paths, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), "config", "samples", "scaling_*.yaml"))
+	if err != nil || len(paths) < 3 {
+		t.Fatalf("samples %v, %v: want the plain, schedule, wake and dry-run ones", paths, err)
+	}
+	for _, p := range paths {
+		t.Run(filepath.Base(p), func(t *testing.T) {
+			g := NewWithT(t)
+			raw, err := os.ReadFile(p)
+			g.Expect(err).NotTo(HaveOccurred())
+			u := &unstructured.Unstructured{}
+			g.Expect(yaml.Unmarshal(raw, &u.Object)).To(Succeed())
+			g.Expect(u.GetKind()).To(Equal("NSScaler"))
+			g.Expect(k8s.Create(context.Background(), u, client.DryRunAll)).To(Succeed())
+		})
+	}
 }
