@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+	// Restart windows name IANA time zones; the image has no zoneinfo.
+	_ "time/tzdata"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -32,6 +34,11 @@ func registerRebootPolicy(reg *registry.Registry, scheme *runtime.Scheme, fs *fl
 		if err != nil {
 			return err
 		}
+		// The ConfigMap watch of referenced triggers covers what the
+		// manager's cache covers (the manager's own flag, parsed by now).
+		if f := fs.Lookup("watch-namespaces"); f != nil {
+			opts.Namespaces = splitList(f.Value.String())
+		}
 		if err := opts.Metrics.Register(crmetrics.Registry); err != nil {
 			return err
 		}
@@ -56,6 +63,16 @@ type rebootPolicyFlags struct {
 	sqlMaxResult    *int
 	fingerprintKey  *string
 	workers         *int
+	// Referenced triggers, restart governance and notifications.
+	maxRestarts        *int
+	secretsNoLabel     *bool
+	watchSecrets       *bool
+	refMaxTargets      *int
+	refMaxPerTarget    *int
+	refMaxPerPolicy    *int
+	notifyQueue        *int
+	notifyPerNamespace *int
+	notifyAttempts     *int
 }
 
 func bindRebootPolicyFlags(fs *flag.FlagSet) *rebootPolicyFlags {
@@ -85,6 +102,21 @@ func bindRebootPolicyFlags(fs *flag.FlagSet) *rebootPolicyFlags {
 			"Secret in --operator-namespace holding the key of RebootPolicy fingerprints (created if missing)."),
 		workers: fs.Int("rebootpolicy-max-concurrent-reconciles", 8,
 			"RebootPolicies the rebootpolicy controller reconciles in parallel (probes run in their own workers regardless)."),
+		maxRestarts: fs.Int("max-concurrent-restarts", 0,
+			"Most RebootPolicy restarts in progress at once, over all RebootPolicies (from the patch until the target is available again); 0 means no limit."),
+		secretsNoLabel: fs.Bool("referenced-secrets-without-label", false,
+			"Let referenced triggers track Secrets without the autoreboot.runbook.dev/usable label (only when whoever may create RebootPolicies may also read the namespace's Secrets)."),
+		watchSecrets: fs.Bool("watch-referenced-secrets", false,
+			"Watch Secret metadata for referenced triggers instead of polling each referenced Secret every period; needs list and watch on secrets (not in the default RBAC)."),
+		refMaxTargets: fs.Int("referenced-max-targets", 256, "Most workloads one referenced trigger tracks."),
+		refMaxPerTarget: fs.Int("referenced-max-objects-per-target", 32,
+			"Most ConfigMaps and Secrets one workload may reference for a referenced trigger."),
+		refMaxPerPolicy: fs.Int("referenced-max-objects-per-policy", 128,
+			"Most distinct ConfigMaps and Secrets one referenced trigger tracks over all its targets."),
+		notifyQueue: fs.Int("notify-queue-size", 512, "Most webhook notifications waiting to be sent, manager-wide; more are dropped."),
+		notifyPerNamespace: fs.Int("notify-queue-per-namespace", 32,
+			"Most webhook notifications of one namespace waiting to be sent; more are dropped."),
+		notifyAttempts: fs.Int("notify-attempts", 5, "Attempts per webhook notification (back-off from 1s, doubling, up to 1m)."),
 	}
 }
 
@@ -103,12 +135,21 @@ func (f *rebootPolicyFlags) options(operatorNamespace string) (rebootpolicy.Opti
 				Limits:           sqlguard.Limits{MaxRows: *f.sqlMaxRows, MaxRowBytes: *f.sqlMaxRowBytes, MaxResultBytes: *f.sqlMaxResult},
 				AllowUnixSockets: network.AllowUnixSockets,
 			},
+			Referenced: rebootpolicy.ReferencedSettings{
+				SecretsWithoutLabel: *f.secretsNoLabel, WatchSecrets: *f.watchSecrets,
+				MaxTargets: *f.refMaxTargets, MaxPerTarget: *f.refMaxPerTarget, MaxPerPolicy: *f.refMaxPerPolicy,
+			},
 		},
 		Network:                 network,
 		Limits:                  rebootpolicy.Limits{MinPeriod: *f.minPeriod, MaxPerNamespace: *f.maxPerNamespace},
 		Clock:                   clock.RealClock{},
 		Metrics:                 rebootpolicy.NewMetrics(),
 		MaxConcurrentReconciles: *f.workers,
+		// One throttle for every RebootPolicy of this manager.
+		Throttle: rebootpolicy.NewThrottle(*f.maxRestarts, clock.RealClock{}),
+		Notify: rebootpolicy.NotifySettings{
+			QueueSize: *f.notifyQueue, PerNamespace: *f.notifyPerNamespace, Attempts: *f.notifyAttempts,
+		},
 	}, nil
 }
 

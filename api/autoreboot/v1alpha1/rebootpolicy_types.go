@@ -79,6 +79,20 @@ const (
 	// ReasonFingerprintKeyUnavailable: the manager could not read or create
 	// the key its fingerprints are computed with.
 	ReasonFingerprintKeyUnavailable = "FingerprintKeyUnavailable"
+	// ReasonTooManyReferences: a referenced trigger's targets reference
+	// more objects, or the trigger has more targets, than the manager's
+	// --referenced-max-* limits allow; it does not fire.
+	ReasonTooManyReferences = "TooManyReferences"
+	// ReasonReferenceNotFound: a referenced object does not exist (a
+	// policy note; the trigger keeps working for the others).
+	ReasonReferenceNotFound = "ReferenceNotFound"
+	// ReasonOutsideWindow (Ready, True): a restart waits for a window.
+	ReasonOutsideWindow = "OutsideRestartWindow"
+	// ReasonSettling (Ready, True): a restart waits for the settle delay.
+	ReasonSettling = "Settling"
+	// ReasonThrottled (Ready, True): a restart waits for the manager's
+	// --max-concurrent-restarts or spec.rollout.maxConcurrent.
+	ReasonThrottled = "Throttled"
 )
 
 // Event reasons, on the RebootPolicy and on its targets.
@@ -88,6 +102,16 @@ const (
 	EventRestartFailed  = "RestartFailed"
 	EventProbeFailed    = "ProbeFailed"
 	EventTriggered      = "Triggered"
+	// EventRestartRequested: the restart-request annotation was taken.
+	EventRestartRequested = "RestartRequested"
+	// EventRestartRequestInvalid: the annotation's value is too long.
+	EventRestartRequestInvalid = "RestartRequestInvalid"
+	// EventNotificationFailed: a webhook message could not be delivered
+	// after its retries (or was refused: Secret, URL, network policy).
+	EventNotificationFailed = "NotificationFailed"
+	// EventReferenceMissing: a referenced ConfigMap or Secret does not
+	// exist (or a Secret is not labelled usable).
+	EventReferenceMissing = "ReferenceMissing"
 )
 
 // UsableLabel opts a Secret in: a RebootPolicy may use it as a DSN or
@@ -230,8 +254,8 @@ type WatchTrigger struct {
 }
 
 // Trigger decides when a policy restarts the target. Exactly one of probe,
-// sql or watch is set.
-// +kubebuilder:validation:XValidation:rule="[has(self.probe), has(self.sql), has(self.watch)].filter(x, x).size() == 1",message="trigger: set exactly one of probe, sql or watch"
+// sql, watch or referenced is set.
+// +kubebuilder:validation:XValidation:rule="[has(self.probe), has(self.sql), has(self.watch), has(self.referenced)].filter(x, x).size() == 1",message="trigger: set exactly one of probe, sql, watch or referenced"
 // +kubebuilder:validation:XValidation:rule="!has(self.probe) || !has(self.probe.grpc) || (has(self.probeHost) && size(self.probeHost) > 0)",message="trigger.probeHost is required for a grpc probe"
 // +kubebuilder:validation:XValidation:rule="!has(self.probe) || !has(self.probe.httpGet) || (has(self.probe.httpGet.host) && size(self.probe.httpGet.host) > 0) || (has(self.probeHost) && size(self.probeHost) > 0)",message="probe.httpGet.host (or trigger.probeHost) is required: there is no pod IP to default to"
 // +kubebuilder:validation:XValidation:rule="!has(self.probe) || !has(self.probe.tcpSocket) || (has(self.probe.tcpSocket.host) && size(self.probe.tcpSocket.host) > 0) || (has(self.probeHost) && size(self.probeHost) > 0)",message="probe.tcpSocket.host (or trigger.probeHost) is required: there is no pod IP to default to"
@@ -265,6 +289,10 @@ type Trigger struct {
 	// Watch fires when a ConfigMap's or Secret's data changes.
 	// +optional
 	Watch *WatchTrigger `json:"watch,omitempty"`
+	// Referenced fires for a target when a ConfigMap or Secret its pod
+	// template references changes.
+	// +optional
+	Referenced *ReferencedTrigger `json:"referenced,omitempty"`
 }
 
 // Policy is one named trigger for restarting the target.
@@ -307,6 +335,31 @@ type RebootPolicySpec struct {
 	// Suspend stops every trigger and restart while true.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
+
+	// SettleDelay: a fire of a change trigger (sql, watch, referenced)
+	// waits until no further change has been seen for this long, so that a
+	// burst of related edits restarts once. Probe fires do not wait.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('24h')",message="settleDelay must be between 0s and 24h"
+	// +optional
+	SettleDelay *metav1.Duration `json:"settleDelay,omitempty"`
+
+	// RestartWindows: restarts are made only inside one of these windows;
+	// a fire outside them stays pending and is acted on at the next
+	// opening. Empty means at any time.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	RestartWindows []RestartWindow `json:"restartWindows,omitempty"`
+
+	// Rollout governs how many targets restart at once.
+	// +optional
+	Rollout *RolloutSpec `json:"rollout,omitempty"`
+
+	// Notify sends a message per restart or skipped restart.
+	// +optional
+	Notify *NotifySpec `json:"notify,omitempty"`
 }
 
 // PolicyStatus is the observed state of one policy. It is written on
@@ -343,6 +396,16 @@ type PolicyStatus struct {
 	// for the cooldown or a running rollout.
 	// +optional
 	PendingTrigger bool `json:"pendingTrigger,omitempty"`
+	// LastChangeTime is when the latest fire merged into the pending
+	// trigger was seen: the settle delay counts from it.
+	// +optional
+	LastChangeTime *metav1.Time `json:"lastChangeTime,omitempty"`
+	// Targets are the per-target baselines and pending changes of a
+	// referenced trigger.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Targets []ReferencedTargetStatus `json:"targets,omitempty"`
 }
 
 // RebootPolicyStatus is the observed state of a RebootPolicy.
@@ -366,6 +429,26 @@ type RebootPolicyStatus struct {
 	// +listMapKey=name
 	// +optional
 	Policies []PolicyStatus `json:"policies,omitempty"`
+	// LastRestartRequest is the value of the restart-request annotation
+	// last taken (recorded together with the pending restart it asks for).
+	// +optional
+	LastRestartRequest string `json:"lastRestartRequest,omitempty"`
+	// RestartRequestPending: the request in lastRestartRequest has not been
+	// carried out yet (window, throttle, cooldown or rollout).
+	// +optional
+	RestartRequestPending bool `json:"restartRequestPending,omitempty"`
+	// RestartRequestTime is when lastRestartRequest was taken.
+	// +optional
+	RestartRequestTime *metav1.Time `json:"restartRequestTime,omitempty"`
+	// PendingRestarts counts the targets waiting for a restart (settle
+	// delay, window, throttle, cooldown, rollout) as of the last status
+	// write.
+	// +optional
+	PendingRestarts int32 `json:"pendingRestarts,omitempty"`
+	// NextRestartTime is the earliest time a pending restart may be made
+	// when it waits for the settle delay or a restart window.
+	// +optional
+	NextRestartTime *metav1.Time `json:"nextRestartTime,omitempty"`
 }
 
 // RebootPolicy restarts a workload (like `kubectl rollout restart`) when one
@@ -379,6 +462,7 @@ type RebootPolicyStatus struct {
 // +kubebuilder:printcolumn:name="Policies",type=string,JSONPath=`.spec.policies[*].name`
 // +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restartCount`
 // +kubebuilder:printcolumn:name="Last Restart",type=date,JSONPath=`.status.lastRestartTime`
+// +kubebuilder:printcolumn:name="Pending",type=integer,JSONPath=`.status.pendingRestarts`,priority=1
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type RebootPolicy struct {

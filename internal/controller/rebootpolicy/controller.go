@@ -11,7 +11,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -69,12 +68,23 @@ type Reconciler struct {
 	// MaxConcurrentReconciles is how many RebootPolicies are reconciled at
 	// once (default 8).
 	MaxConcurrentReconciles int
+	// Throttle bounds the restarts in progress (manager-wide and per
+	// policy); References wakes referenced triggers; Notifier sends webhook
+	// messages. Setup fills them; nil Notifier sends nothing.
+	Throttle   *Throttle
+	References *refWatcher
+	Notifier   *notifier
+	// requests remembers the last refused (too long) restart request per
+	// RebootPolicy, so that it is reported once.
+	requests *requestLog
 }
 
 // +kubebuilder:rbac:groups=autoreboot.runbook.dev,resources=rebootpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=autoreboot.runbook.dev,resources=rebootpolicies/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get
+// Referenced triggers watch ConfigMap metadata (never their data).
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // The network policy's live lookups (internal/netpolicy): Service CIDRs,
 // Services and pods by IP, the apiserver's EndpointSlices.
@@ -101,6 +111,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.syncWorkers(ctx, p); err != nil {
 		return ctrl.Result{}, err
 	}
+	r.takeRestartRequest(p)
 	if done, err := r.observeTargets(ctx, p); done || err != nil {
 		if err == nil {
 			return r.persist(ctx, p)
@@ -128,10 +139,15 @@ type pass struct {
 	refused map[string]refusal
 	targets []targetInfo
 	in      conditionInput
-	// pending: a trigger waits; decision says what to do about it.
-	pending     bool
-	triggeredAt time.Time
-	decision    restartDecision
+	// pending: something waits for a restart (work); decision says what
+	// to do about it.
+	pending  bool
+	work     pendingWork
+	rules    restartRules
+	decision restartDecision
+	// requested: a restart request is taken in this pass (its event
+	// follows the status write).
+	requested bool
 }
 
 // begin reads the RebootPolicy (fresh if the cache may predate the
@@ -146,6 +162,9 @@ func (r *Reconciler) begin(ctx context.Context, nn types.NamespacedName) (*pass,
 	if apierrors.IsNotFound(err) || (err == nil && !rbp.DeletionTimestamp.IsZero()) {
 		r.Workers.Remove(nn)
 		r.Status.Forget(nn)
+		r.Throttle.Withdraw(nn)
+		r.Metrics.setPending(nn, 0)
+		r.requests.forget(nn)
 		return nil, nil
 	}
 	if err != nil {
@@ -157,10 +176,17 @@ func (r *Reconciler) begin(ctx context.Context, nn types.NamespacedName) (*pass,
 	return p, nil
 }
 
-// suspend stops the workers and forgets baselines and pending triggers.
+// suspend stops the workers and forgets baselines and pending triggers;
+// a restart request made meanwhile is taken and dropped.
 func (r *Reconciler) suspend(ctx context.Context, p *pass) (ctrl.Result, error) {
-	r.Workers.Remove(client.ObjectKeyFromObject(p.rbp))
+	nn := client.ObjectKeyFromObject(p.rbp)
+	r.Workers.Remove(nn)
+	r.Throttle.Withdraw(nn)
+	r.Metrics.setPending(nn, 0)
 	suspendPolicyStatuses(p.rbp.Status.Policies)
+	r.takeRestartRequest(p)
+	st := &p.rbp.Status
+	st.RestartRequestPending, st.PendingRestarts, st.NextRestartTime = false, 0, nil
 	p.setConditions(conditionInput{suspended: true})
 	return r.persist(ctx, p)
 }
@@ -195,14 +221,36 @@ func (r *Reconciler) observeTargets(ctx context.Context, p *pass) (done bool, er
 		return false, err
 	}
 	p.targets, p.in = targets, targetConditions(targets)
-	var at metav1.Time
-	if at, p.pending = pendingSince(p.rbp.Status.Policies); p.pending {
-		p.triggeredAt = at.Time
-		p.decision = decideRestart(targets, restartID(p.rbp), p.triggeredAt, p.now, minRestartInterval(p.rbp))
-		p.in.waiting = p.decision.waitReason
+	rules, err := restartRulesOf(p.rbp)
+	if err != nil {
+		p.setConditions(conditionInput{invalidSpec: err.Error()})
+		return true, nil
+	}
+	p.rules = rules
+	p.work = pendingFromStatus(p.rbp)
+	if p.pending = p.work.any(); p.pending {
+		p.decision = decideRestart(targets, p.work, targetRestartIDs(p.rbp), p.now, rules)
+		p.in.waiting, p.in.waitingReason = p.decision.waitReason, p.decision.condReason
 	}
 	p.setConditions(p.in)
 	return false, nil
+}
+
+// restartRulesOf reads the spec's rules for acting on pending work; an
+// unknown time zone is an error for the InvalidSpec condition.
+func restartRulesOf(rbp *autorebootv1alpha1.RebootPolicy) (restartRules, error) {
+	windows, err := parseWindows(rbp.Spec.RestartWindows)
+	if err != nil {
+		return restartRules{}, err
+	}
+	rules := restartRules{minInterval: minRestartInterval(rbp), windows: windows}
+	if rbp.Spec.SettleDelay != nil {
+		rules.settle = rbp.Spec.SettleDelay.Duration
+	}
+	if ro := rbp.Spec.Rollout; ro != nil && ro.MaxConcurrent != nil {
+		rules.maxConcurrent = int(*ro.MaxConcurrent)
+	}
+	return rules, nil
 }
 
 // persistFire writes a fresh fire to status before any target is patched
@@ -266,6 +314,13 @@ func (r *Reconciler) persist(ctx context.Context, p *pass) (ctrl.Result, error) 
 	}
 	p.acks = nil
 	p.persisted = p.rbp.DeepCopy()
+	if p.requested {
+		// Once, when recorded: a conflict leaves it for the retry.
+		p.requested = false
+		r.Metrics.restartRequested()
+		r.Events.Normal(p.rbp, nil, autorebootv1alpha1.EventRestartRequested, "Restart",
+			"restart requested (%s): the targets are restarted within the windows and the throttle", p.rbp.Status.LastRestartRequest)
+	}
 	return ctrl.Result{}, nil
 }
 
@@ -313,6 +368,14 @@ type Options struct {
 	Keys *fingerprint.Source
 	// MaxConcurrentReconciles (default 8).
 	MaxConcurrentReconciles int
+	// Throttle is the manager-wide limit of restarts in progress (built in
+	// main, shared by every RebootPolicy); nil means no limit.
+	Throttle *Throttle
+	// Namespaces are the manager's --watch-namespaces (empty: all), which
+	// the referenced triggers' ConfigMap watch follows.
+	Namespaces []string
+	// Notify bounds webhook notifications.
+	Notify NotifySettings
 }
 
 // Setup builds the workers and the reconciler from mgr and opts and adds
@@ -330,26 +393,74 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if opts.Metrics != nil {
 		network = network.WithDeniedCounter(opts.Metrics.dialsDenied)
 	}
-	workers := NewWorkers(opts.Clock, newProbers(opts.Probes, mgr.GetAPIReader(), opts.Keys, network, opts.Clock), opts.Metrics,
-		mgr.GetLogger().WithName(Name+"-workers"))
-	if err := mgr.Add(workers); err != nil {
-		return nil, fmt.Errorf("adding rebootpolicy workers: %w", err)
+	workers, refs, err := buildWorkers(mgr, opts, network)
+	if err != nil {
+		return nil, err
+	}
+	throttle, err := bindThrottle(mgr, opts)
+	if err != nil {
+		return nil, err
+	}
+	events := status.Events{Recorder: mgr.GetEventRecorder(status.ReporterName(Name))}
+	notify := newNotifier(opts.Notify, mgr.GetAPIReader(), network, opts.Clock, events, opts.Metrics, mgr.GetLogger().WithName(Name+"-notify"))
+	if err := mgr.Add(notify); err != nil {
+		return nil, fmt.Errorf("adding rebootpolicy notifier: %w", err)
 	}
 	r := &Reconciler{
 		Client:                  mgr.GetClient(),
 		Status:                  status.NewWriter(mgr.GetClient(), mgr.GetAPIReader(), FieldManager),
-		Events:                  status.Events{Recorder: mgr.GetEventRecorder(status.ReporterName(Name))},
+		Events:                  events,
 		Clock:                   opts.Clock,
 		Workers:                 workers,
 		Metrics:                 opts.Metrics,
 		ExecProbeDir:            opts.Probes.ExecProbeDir,
 		Limits:                  opts.Limits,
 		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
+		Throttle:                throttle,
+		References:              refs,
+		Notifier:                notify,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up rebootpolicy controller: %w", err)
 	}
 	return r, nil
+}
+
+// buildWorkers builds the probe workers and what referenced triggers
+// learn changes from, and adds them to mgr.
+func buildWorkers(mgr ctrl.Manager, opts Options, network *netpolicy.Policy) (*Workers, *refWatcher, error) {
+	if opts.Probes.Referenced.WatchSecrets {
+		if err := canWatchSecrets(mgr.GetAPIReader()); err != nil {
+			return nil, nil, err
+		}
+	}
+	refs, err := newRefWatcher(mgr, opts.Namespaces, opts.Probes.Referenced.WatchSecrets)
+	if err != nil {
+		return nil, nil, err
+	}
+	probers := newProbers(opts.Probes, mgr.GetAPIReader(), opts.Keys, network, opts.Clock).withReferences(mgr.GetClient(), refs)
+	workers := NewWorkers(opts.Clock, probers, opts.Metrics, mgr.GetLogger().WithName(Name+"-workers"))
+	if err := mgr.Add(workers); err != nil {
+		return nil, nil, fmt.Errorf("adding rebootpolicy workers: %w", err)
+	}
+	return workers, refs, nil
+}
+
+// bindThrottle feeds the throttle (a fresh one without a manager-wide
+// limit when main passed none) from the manager's workload informers.
+func bindThrottle(mgr ctrl.Manager, opts Options) (*Throttle, error) {
+	t := opts.Throttle
+	if t == nil {
+		t = NewThrottle(0, opts.Clock)
+	}
+	t.clock = opts.Clock
+	if err := t.bind(context.Background(), mgr.GetCache(), opts.Metrics); err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(t); err != nil {
+		return nil, fmt.Errorf("adding the restart throttle: %w", err)
+	}
+	return t, nil
 }
 
 // SetupWithManager registers the controller: RebootPolicies, their
@@ -359,9 +470,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		func(o client.Object) []string { return targetIndexValue(o.(*autorebootv1alpha1.RebootPolicy)) }); err != nil {
 		return fmt.Errorf("indexing rebootpolicies by target: %w", err)
 	}
+	if r.requests == nil {
+		r.requests = newRequestLog()
+	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
-		For(&autorebootv1alpha1.RebootPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+		// A restart request is an annotation: it changes no generation.
+		For(&autorebootv1alpha1.RebootPolicy{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, restartRequestChanged())))
 	if r.Limits.MaxPerNamespace > 0 {
 		b = b.Watches(&autorebootv1alpha1.RebootPolicy{}, handler.EnqueueRequestsFromMapFunc(r.policiesWaitingForSlots),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
@@ -370,12 +485,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.policiesForTarget(autorebootv1alpha1.KindDeployment))).
 		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.policiesForTarget(autorebootv1alpha1.KindStatefulSet))).
 		Watches(&appsv1.DaemonSet{}, handler.EnqueueRequestsFromMapFunc(r.policiesForTarget(autorebootv1alpha1.KindDaemonSet))).
-		WatchesRawSource(source.Channel(r.Workers.Events(),
-			handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, nn types.NamespacedName) []reconcile.Request {
-				return []reconcile.Request{{NamespacedName: nn}}
-			}))).
+		WatchesRawSource(source.Channel(r.Workers.Events(), enqueueName())).
+		WatchesRawSource(source.Channel(r.Throttle.Events(), enqueueName())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: positiveOr(r.MaxConcurrentReconciles, 8)}).
 		Complete(r)
+}
+
+func enqueueName() handler.TypedEventHandler[types.NamespacedName, reconcile.Request] {
+	return handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, nn types.NamespacedName) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: nn}}
+	})
 }
 
 func positiveOr(v, def int) int {

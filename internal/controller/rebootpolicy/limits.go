@@ -34,6 +34,8 @@ func triggerPeriod(t autorebootv1alpha1.Trigger) time.Duration {
 		return seconds(t.SQL.PeriodSeconds, 30)
 	case t.Watch != nil:
 		return seconds(t.Watch.PeriodSeconds, 10)
+	case t.Referenced != nil:
+		return seconds(t.Referenced.PeriodSeconds, 10)
 	}
 	return 0
 }

@@ -1,7 +1,10 @@
 package rebootpolicy
 
 import (
+	"sync"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -18,6 +21,14 @@ type Metrics struct {
 	restarts       *prometheus.CounterVec
 	restartLatency prometheus.Histogram
 	dialsDenied    *prometheus.CounterVec
+	// Governance of restarts (settle, windows, throttle) and notifications.
+	pendingRestarts  prometheus.Gauge
+	restartsInFlight prometheus.Gauge
+	throttled        *prometheus.CounterVec
+	notifications    *prometheus.CounterVec
+	restartRequests  prometheus.Counter
+	pendingMu        sync.Mutex
+	pendingByPolicy  map[types.NamespacedName]int
 }
 
 // NewMetrics builds the collectors.
@@ -51,13 +62,35 @@ func NewMetrics() *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 16),
 		}),
 		dialsDenied: netpolicy.NewDeniedCounter(),
+		pendingRestarts: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "runbook_rebootpolicy_pending_restarts",
+			Help: "Targets whose restart waits (settle delay, restart window, throttle, cooldown, rollout), over all RebootPolicies.",
+		}),
+		restartsInFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "runbook_rebootpolicy_restarts_in_progress",
+			Help: "Restarts whose rollout has not finished (what --max-concurrent-restarts bounds).",
+		}),
+		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "runbook_rebootpolicy_restarts_throttled_total",
+			Help: "Restarts deferred by a limit: manager (--max-concurrent-restarts) or policy (spec.rollout.maxConcurrent).",
+		}, []string{"limit"}),
+		notifications: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "runbook_rebootpolicy_notifications_total",
+			Help: "Webhook notifications by outcome: sent, retried, failed (gave up), refused (Secret, URL or network policy), dropped (queue full).",
+		}, []string{"outcome"}),
+		restartRequests: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "runbook_rebootpolicy_restart_requests_total",
+			Help: "Restart requests (the restart-request annotation) taken.",
+		}),
+		pendingByPolicy: map[types.NamespacedName]int{},
 	}
 }
 
 // Register adds the collectors to reg (controller-runtime's metrics.Registry
 // in main; a fresh registry in tests).
 func (m *Metrics) Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.probeResults, m.probeDuration, m.probeDrift, m.triggers, m.restarts, m.restartLatency, m.dialsDenied} {
+	for _, c := range []prometheus.Collector{m.probeResults, m.probeDuration, m.probeDrift, m.triggers, m.restarts, m.restartLatency, m.dialsDenied,
+		m.pendingRestarts, m.restartsInFlight, m.throttled, m.notifications, m.restartRequests} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -98,4 +131,52 @@ func (m *Metrics) restart(kind, outcome string, latency time.Duration) {
 	if outcome == "restarted" && latency > 0 {
 		m.restartLatency.Observe(latency.Seconds())
 	}
+}
+
+// setPending records how many targets of one RebootPolicy wait (0 when it
+// is deleted or idle).
+func (m *Metrics) setPending(nn types.NamespacedName, n int) {
+	if m == nil {
+		return
+	}
+	m.pendingMu.Lock()
+	defer m.pendingMu.Unlock()
+	if n == 0 {
+		delete(m.pendingByPolicy, nn)
+	} else {
+		m.pendingByPolicy[nn] = n
+	}
+	total := 0
+	for _, v := range m.pendingByPolicy {
+		total += v
+	}
+	m.pendingRestarts.Set(float64(total))
+}
+
+func (m *Metrics) setInProgress(n int) {
+	if m == nil {
+		return
+	}
+	m.restartsInFlight.Set(float64(n))
+}
+
+func (m *Metrics) throttledBy(limit string) {
+	if m == nil {
+		return
+	}
+	m.throttled.WithLabelValues(limit).Inc()
+}
+
+func (m *Metrics) notification(outcome string) {
+	if m == nil {
+		return
+	}
+	m.notifications.WithLabelValues(outcome).Inc()
+}
+
+func (m *Metrics) restartRequested() {
+	if m == nil {
+		return
+	}
+	m.restartRequests.Inc()
 }

@@ -2,45 +2,107 @@ package rebootpolicy
 
 import (
 	"context"
+	"sort"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 )
 
-// handlePending carries out the restart decision for a pending trigger.
-// The trigger stays pending while a target cannot be restarted (paused,
-// OnDelete, none found) and is acted on once it can. It returns the
+// handlePending carries out the restart decision about the pending work.
+// Work stays pending while a target cannot be restarted (paused, OnDelete,
+// none found), waits (settle delay, window, cooldown, rollout) or is held
+// back by the throttle, and is acted on once it can. It returns the
 // targets recognised as restarted already.
 func (r *Reconciler) handlePending(ctx context.Context, p *pass) (ctrl.Result, []string, error) {
 	d := p.decision
+	nn := client.ObjectKeyFromObject(p.rbp)
 	if len(p.targets) == 0 {
 		if p.fresh {
 			r.Events.Warning(p.rbp, nil, autorebootv1alpha1.EventRestartSkipped, "Restart",
 				"trigger fired but no %s matches the target: the restart waits for one", p.rbp.Spec.Target.Kind)
+			r.Notifier.send(p.rbp, "RebootPolicy %s/%s fired, but no %s matches its target: the restart waits for one",
+				p.rbp.Namespace, p.rbp.Name, p.rbp.Spec.Target.Kind)
 		}
+		r.recordWaiting(p, 0)
 		return ctrl.Result{}, nil, nil
 	}
 	if p.fresh {
 		// Once per trigger: the condition keeps saying it afterwards.
 		r.announceSkipped(p.rbp, d.skipped)
 	}
-	if d.wait > 0 {
-		log.FromContext(ctx).V(1).Info("restart deferred", "reason", d.waitReason, "after", d.wait)
-		return ctrl.Result{RequeueAfter: d.wait}, nil, nil
-	}
 	recognised := recogniseDone(&p.rbp.Status, d)
-	if res, err := r.restartTargets(ctx, p); err != nil {
+	granted, throttled := r.admit(p, nn)
+	restarted, res, err := r.restartTargets(ctx, p, granted)
+	if err != nil {
 		return res, recognised, err
 	}
-	if len(d.skipped) == 0 {
-		clearPending(p.rbp.Status.Policies)
+	satisfied := map[string]bool{}
+	for _, t := range append(append([]targetInfo(nil), d.done...), restarted...) {
+		satisfied[t.obj.GetName()] = true
 	}
-	return ctrl.Result{}, recognised, nil
+	clearDone(&p.rbp.Status, satisfied, len(satisfied) == len(p.targets))
+	waiting := d.waiting + len(d.skipped) + throttled
+	r.recordWaiting(p, waiting)
+	if waiting == 0 && !pendingFromStatus(p.rbp).any() {
+		r.Throttle.Withdraw(nn)
+	}
+	wait := d.wait
+	if throttled > 0 && (wait == 0 || wait > progressRecheck) {
+		// Woken by the throttle when a slot frees; this is the safety net.
+		wait = progressRecheck
+	}
+	if wait > 0 {
+		log.FromContext(ctx).V(1).Info("restart deferred", "reason", p.in.waiting, "after", wait)
+	}
+	return ctrl.Result{RequeueAfter: wait}, recognised, nil
+}
+
+// admit asks the throttle for slots for the decision's restarts, in target
+// name order, and reports how many were held back.
+func (r *Reconciler) admit(p *pass, nn types.NamespacedName) ([]targetInfo, int) {
+	want := p.decision.restart
+	if len(want) == 0 {
+		return nil, 0
+	}
+	sort.Slice(want, func(i, j int) bool { return want[i].obj.GetName() < want[j].obj.GetName() })
+	n := r.Throttle.Admit(nn, len(want), p.rules.maxConcurrent)
+	if held := len(want) - n; held > 0 {
+		limit := "manager"
+		if !r.Throttle.Waiting(nn) {
+			limit = "policy"
+		}
+		r.Metrics.throttledBy(limit)
+		p.in.waiting = throttleReason(limit)
+		p.in.waitingReason = autorebootv1alpha1.ReasonThrottled
+		return want[:n], held
+	}
+	return want, 0
+}
+
+func throttleReason(limit string) string {
+	if limit == "policy" {
+		return "throttled: spec.rollout.maxConcurrent restarts of this RebootPolicy are rolling out"
+	}
+	return "throttled: the manager's --max-concurrent-restarts restarts are rolling out"
+}
+
+// recordWaiting puts the number of waiting targets and the next time one
+// may act into status (and the pending gauge).
+func (r *Reconciler) recordWaiting(p *pass, waiting int) {
+	st := &p.rbp.Status
+	st.PendingRestarts = int32(waiting)
+	st.NextRestartTime = nil
+	if waiting > 0 && !p.decision.nextAt.IsZero() {
+		st.NextRestartTime = &metav1.Time{Time: p.decision.nextAt.Truncate(time.Second)}
+	}
+	r.Metrics.setPending(client.ObjectKeyFromObject(p.rbp), waiting)
 }
 
 func (r *Reconciler) announceSkipped(rbp *autorebootv1alpha1.RebootPolicy, skipped []targetInfo) {
@@ -54,16 +116,20 @@ func (r *Reconciler) announceSkipped(rbp *autorebootv1alpha1.RebootPolicy, skipp
 		r.Events.Warning(t.obj, rbp, autorebootv1alpha1.EventRestartSkipped, "Restart",
 			"RebootPolicy %s fired but this %s %s", rbp.Name, t.kind, why)
 		r.Metrics.restart(string(t.kind), "skipped", 0)
+		r.Notifier.send(rbp, "RebootPolicy %s/%s did not restart %s %s: it %s (restarted once that changes)",
+			rbp.Namespace, rbp.Name, t.kind, t.obj.GetName(), why)
 	}
 }
 
-// recogniseDone counts, once, the targets restarted for this very trigger
-// by a reconcile (maybe of a leader that has died since) whose status
-// write was lost.
+// recogniseDone counts, once, the targets restarted for their pending
+// work by a reconcile (maybe of a leader that has died since) whose status
+// write was lost. Earliest first, so that each is counted.
 func recogniseDone(st *autorebootv1alpha1.RebootPolicyStatus, d restartDecision) []string {
+	done := append([]targetInfo(nil), d.done...)
+	sort.Slice(done, func(i, j int) bool { return done[i].restartedAt.Before(done[j].restartedAt) })
 	var recognised []string
-	for _, t := range d.done {
-		if t.restartID == d.id && !t.restartedAt.IsZero() &&
+	for _, t := range done {
+		if t.restartID == idFor(d.ids, t.obj.GetName()) && !t.restartedAt.IsZero() &&
 			// Status times have whole seconds, the annotation finer ones.
 			(st.LastRestartTime == nil || st.LastRestartTime.Time.Before(t.restartedAt.Truncate(time.Second))) {
 			st.RestartCount++
@@ -74,30 +140,36 @@ func recogniseDone(st *autorebootv1alpha1.RebootPolicyStatus, d restartDecision)
 	return recognised
 }
 
-// restartTargets patches every target the decision restarts. The fire is
-// already in status (persistFire).
-func (r *Reconciler) restartTargets(ctx context.Context, p *pass) (ctrl.Result, error) {
-	st, d := &p.rbp.Status, p.decision
-	for _, t := range d.restart {
-		if err := r.restartTarget(ctx, t, p.now, d.id); err != nil {
+// restartTargets patches the granted targets. The fire is already in
+// status (persistFire). Reservations not used are given back.
+func (r *Reconciler) restartTargets(ctx context.Context, p *pass, granted []targetInfo) ([]targetInfo, ctrl.Result, error) {
+	st := &p.rbp.Status
+	nn := client.ObjectKeyFromObject(p.rbp)
+	for i, t := range granted {
+		id := idFor(p.decision.ids, t.obj.GetName())
+		stamp, err := r.restartTarget(ctx, t, p.now, id)
+		if err != nil {
+			r.Throttle.Cancel(nn, len(granted)-i)
 			if apierrors.IsConflict(err) {
 				// Target changed since it was read: decide again.
-				return ctrl.Result{RequeueAfter: staleRetry}, errStaleCache
+				return granted[:i], ctrl.Result{RequeueAfter: staleRetry}, errStaleCache
 			}
 			r.Events.Warning(p.rbp, t.obj, autorebootv1alpha1.EventRestartFailed, "Restart", "%v", err)
 			r.Metrics.restart(string(t.kind), "failed", 0)
 			p.in.restartFailed = err.Error()
 			// Targets restarted so far carry the restart id; the retry
 			// counts them as done.
-			return ctrl.Result{}, err
+			return granted[:i], ctrl.Result{}, err
 		}
+		r.Throttle.Started(nn, t.obj, stamp)
 		st.RestartCount++
 		st.LastRestartTime = &metav1.Time{Time: p.now}
-		r.Metrics.restart(string(t.kind), "restarted", p.now.Sub(p.triggeredAt))
-		policies := pendingPolicies(st.Policies)
-		r.Events.Normal(p.rbp, t.obj, autorebootv1alpha1.EventRestarted, "Restart", "restarted %s %s (%s)", t.kind, t.obj.GetName(), policies)
-		r.Events.Normal(t.obj, p.rbp, autorebootv1alpha1.EventRestarted, "Restart", "restarted by RebootPolicy %s (%s)", p.rbp.Name, policies)
-		log.FromContext(ctx).Info("restarted target", "kind", t.kind, "target", t.obj.GetName(), "policies", policies)
+		sources := pendingSources(st, t.obj.GetName())
+		r.Metrics.restart(string(t.kind), "restarted", p.now.Sub(earliest(p.work.forTarget(t.obj.GetName()))))
+		r.Events.Normal(p.rbp, t.obj, autorebootv1alpha1.EventRestarted, "Restart", "restarted %s %s (%s)", t.kind, t.obj.GetName(), sources)
+		r.Events.Normal(t.obj, p.rbp, autorebootv1alpha1.EventRestarted, "Restart", "restarted by RebootPolicy %s (%s)", p.rbp.Name, sources)
+		r.Notifier.send(p.rbp, "RebootPolicy %s/%s restarted %s %s (%s)", p.rbp.Namespace, p.rbp.Name, t.kind, t.obj.GetName(), sources)
+		log.FromContext(ctx).Info("restarted target", "kind", t.kind, "target", t.obj.GetName(), "policies", sources)
 	}
-	return ctrl.Result{}, nil
+	return granted, ctrl.Result{}, nil
 }

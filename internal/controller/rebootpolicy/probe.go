@@ -32,6 +32,14 @@ type prober interface {
 	close()
 }
 
+// wakeableProber may also be woken between periods (something it watches
+// changed); probeWoken then reads only what changed and polls nothing.
+type wakeableProber interface {
+	prober
+	wakeups() <-chan struct{}
+	probeWoken(ctx context.Context) observation
+}
+
 // proberFactory builds probers; its fields are the manager-wide settings.
 type proberFactory interface {
 	newProber(s workerSpec) (prober, error)
@@ -51,6 +59,8 @@ type ProbeSettings struct {
 	FingerprintKeySecret string
 	// SQL bounds the sql triggers' queries and results.
 	SQL SQLSettings
+	// Referenced bounds referenced triggers and says which Secrets they use.
+	Referenced ReferencedSettings
 }
 
 // SQLSettings are the admin's bounds on sql triggers.
@@ -72,6 +82,11 @@ type probers struct {
 	// network decides where probes and database connections may go.
 	network *netpolicy.Policy
 	http    *httpClients
+	// targets reads target workloads from the manager's cache (referenced
+	// triggers); watcher and refReader tell and read what they reference.
+	targets   client.Reader
+	watcher   *refWatcher
+	refReader *refReader
 }
 
 func newProbers(settings ProbeSettings, reader client.Reader, keys *fingerprint.Source, network *netpolicy.Policy, clk clock.Clock) *probers {
@@ -79,13 +94,23 @@ func newProbers(settings ProbeSettings, reader client.Reader, keys *fingerprint.
 		settings.ExecOutputLimit = 4096
 	}
 	return &probers{
-		settings: settings,
-		reader:   reader,
-		keys:     keys,
-		clock:    clk,
-		network:  network,
-		http:     newHTTPClients(network),
+		settings:  settings,
+		reader:    reader,
+		keys:      keys,
+		clock:     clk,
+		network:   network,
+		http:      newHTTPClients(network),
+		targets:   reader,
+		watcher:   newRefIndex(),
+		refReader: newRefReader(reader),
 	}
+}
+
+// withReferences sets where referenced triggers read targets (the
+// manager's cache) and learn of changes.
+func (f *probers) withReferences(targets client.Reader, watcher *refWatcher) *probers {
+	f.targets, f.watcher = targets, watcher
+	return f
 }
 
 func (f *probers) newProber(s workerSpec) (prober, error) {
@@ -107,8 +132,10 @@ func (f *probers) newProber(s workerSpec) (prober, error) {
 		return newSQLProber(f, ns, *t.SQL), nil
 	case t.Watch != nil:
 		return newWatchProber(f.reader, f.keys, ns, *t.Watch), nil
+	case t.Referenced != nil:
+		return newReferencedProber(f, s), nil
 	}
-	return nil, fmt.Errorf("policy %s: trigger has no probe, sql or watch", s.Key.Policy)
+	return nil, fmt.Errorf("policy %s: trigger has no probe, sql, watch or referenced", s.Key.Policy)
 }
 
 // triggerType is the metric label of a trigger.
@@ -126,6 +153,8 @@ func triggerType(t autorebootv1alpha1.Trigger) string {
 		return typeSQL
 	case t.Watch != nil:
 		return typeWatch
+	case t.Referenced != nil:
+		return typeReferenced
 	}
 	return "unknown"
 }

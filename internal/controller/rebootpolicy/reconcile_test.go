@@ -50,7 +50,12 @@ type reconcileFixture struct {
 	log *writeLog
 	fc  *clocktesting.FakeClock
 	req ctrl.Request
+	// seen are the events drained from the fake recorder so far.
+	seen []string
 }
+
+// newStatusWriterFor is a fresh status writer (a new leader's).
+func newStatusWriterFor(c client.Client) *status.Writer { return status.NewWriter(c, c, FieldManager) }
 
 func newReconcileFixture(t *testing.T, f *fakeProbers, objs ...client.Object) *reconcileFixture {
 	t.Helper()
@@ -66,7 +71,7 @@ func newReconcileFixture(t *testing.T, f *fakeProbers, objs ...client.Object) *r
 			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
 				rbp := obj.(*autorebootv1alpha1.RebootPolicy)
 				pending := "idle"
-				if _, ok := pendingSince(rbp.Status.Policies); ok {
+				if pendingFromStatus(rbp).any() {
 					pending = "pending"
 				}
 				wl.add("status " + pending)
@@ -75,7 +80,7 @@ func newReconcileFixture(t *testing.T, f *fakeProbers, objs ...client.Object) *r
 		}).Build()
 	w, fc := startWorkers(t, f)
 	r := &Reconciler{Client: c, Status: status.NewWriter(c, c, FieldManager), Events: status.Events{Recorder: events.NewFakeRecorder(100)},
-		Clock: fc, Workers: w, Metrics: NewMetrics()}
+		Clock: fc, Workers: w, Metrics: NewMetrics(), Throttle: NewThrottle(0, fc), requests: newRequestLog()}
 	return &reconcileFixture{r: r, c: c, log: wl, fc: fc,
 		req: ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "rbp"}}}
 }

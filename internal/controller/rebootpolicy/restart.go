@@ -2,8 +2,6 @@ package rebootpolicy
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -17,29 +15,54 @@ import (
 // looked at again (target watches usually come first).
 const progressRecheck = 10 * time.Second
 
-// restartDecision says what to do with a pending trigger.
+// restartDecision says what to do with the pending work.
 type restartDecision struct {
-	// id is the pending trigger's restart id (see restartID).
-	id string
-	// restart: targets to patch now.
+	// ids are the targets' restart ids (see targetRestartIDs).
+	ids map[string]string
+	// restart: targets to patch now (before the throttle's say).
 	restart []targetInfo
 	// skipped: targets that cannot be restarted (paused, OnDelete).
 	skipped []targetInfo
-	// done: targets already restarted since the trigger (by an earlier
-	// reconcile whose status write was lost, or by another policy).
+	// done: targets already restarted for their pending work (by an
+	// earlier reconcile whose status write was lost, or by another policy).
 	done []targetInfo
-	// wait > 0: keep the trigger pending and look again after wait.
+	// waiting counts the targets whose restart waits (settle, window,
+	// cooldown, rollout; the throttle adds its own).
+	waiting int
+	// wait > 0: look again after wait.
 	wait       time.Duration
 	waitReason string
+	// condReason is the Ready reason while waiting (RestartPending,
+	// Settling, OutsideRestartWindow, Throttled).
+	condReason string
+	// nextAt is when a settle delay ends or a window opens (zero: not
+	// waiting for either).
+	nextAt time.Time
 }
 
-// decideRestart applies storm control: nothing is restarted while any
-// target is within its cooldown or still rolling out; the trigger stays
-// pending until then. id is the pending trigger's restart id.
-func decideRestart(targets []targetInfo, id string, triggeredAt, now time.Time, minInterval time.Duration) restartDecision {
-	d := restartDecision{id: id}
-	trig := triggeredAt.Truncate(time.Second)
+// restartRules are the spec's rules for acting on pending work.
+type restartRules struct {
+	minInterval time.Duration
+	settle      time.Duration
+	windows     []restartWindow
+	// maxConcurrent 0: every target together, once none of them waits
+	// for its cooldown or a rollout (storm control); n: up to n at a time,
+	// each target on its own.
+	maxConcurrent int
+}
+
+// decideRestart applies the rules to the targets' pending work. id names
+// a target's pending work; done targets count whatever waits.
+func decideRestart(targets []targetInfo, work pendingWork, ids map[string]string, now time.Time, rules restartRules) restartDecision {
+	d := restartDecision{ids: ids}
+	blocked := false
 	for _, t := range targets {
+		entries := work.forTarget(t.obj.GetName())
+		if len(entries) == 0 {
+			continue
+		}
+		id := idFor(ids, t.obj.GetName())
+		trig := earliest(entries).Truncate(time.Second)
 		switch {
 		case t.restartID == id:
 			d.done = append(d.done, t)
@@ -52,44 +75,73 @@ func decideRestart(targets []targetInfo, id string, triggeredAt, now time.Time, 
 		case !t.restartedAt.IsZero() && t.restartedAt.Truncate(time.Second).After(trig),
 			t.obj.GetCreationTimestamp().Time.Truncate(time.Second).After(trig):
 			d.done = append(d.done, t)
-		case !t.restartedAt.IsZero() && now.Sub(t.restartedAt) < minInterval:
-			if w := minInterval - now.Sub(t.restartedAt); w > d.wait {
-				d.wait = w
-				d.waitReason = fmt.Sprintf("cooldown: %s %s was restarted at %s", t.kind, t.obj.GetName(), t.restartedAt.Format(time.RFC3339))
-			}
+		case now.Before(settledAt(entries, rules.settle)):
+			at := settledAt(entries, rules.settle)
+			d.waitFor(at.Sub(now), "settle delay: the last change was seen less than "+rules.settle.String()+" ago",
+				autorebootv1alpha1.ReasonSettling, at)
+		case !t.restartedAt.IsZero() && now.Sub(t.restartedAt) < rules.minInterval:
+			blocked = true
+			d.waitFor(rules.minInterval-now.Sub(t.restartedAt),
+				fmt.Sprintf("cooldown: %s %s was restarted at %s", t.kind, t.obj.GetName(), t.restartedAt.Format(time.RFC3339)),
+				autorebootv1alpha1.ReasonRestartPending, time.Time{})
 		case t.progressing:
-			if d.wait == 0 {
-				d.wait = progressRecheck
-				d.waitReason = fmt.Sprintf("%s %s is still rolling out", t.kind, t.obj.GetName())
-			}
+			blocked = true
+			d.waitFor(progressRecheck, fmt.Sprintf("%s %s is still rolling out", t.kind, t.obj.GetName()),
+				autorebootv1alpha1.ReasonRestartPending, time.Time{})
 		default:
 			d.restart = append(d.restart, t)
 		}
 	}
-	if d.wait > 0 {
-		d.restart, d.done = nil, nil
+	if blocked && rules.maxConcurrent == 0 && len(d.restart) > 0 {
+		// Storm control: all targets together, none while one waits.
+		d.waiting += len(d.restart)
+		d.restart = nil
 	}
+	d.applyWindows(rules.windows, now)
 	return d
 }
 
-// restartID names a pending trigger: the RebootPolicy, and the pending
-// policies with their persisted trigger times and fingerprints. It is
-// computed from status as written (second-precision times), so a successor
-// leader derives the same id and recognises a restart already made for it.
-func restartID(rbp *autorebootv1alpha1.RebootPolicy) string {
-	h := sha256.New()
-	_, _ = fmt.Fprintf(h, "%s\n", rbp.UID)
-	for _, p := range rbp.Status.Policies {
-		if !p.PendingTrigger {
-			continue
-		}
-		var at int64
-		if p.LastTriggerTime != nil {
-			at = p.LastTriggerTime.Unix()
-		}
-		_, _ = fmt.Fprintf(h, "%s\n%d\n%s\n", p.Name, at, p.Fingerprint)
+// waitFor records one waiting target; the shortest wait wins, the first
+// reason of that wait is reported.
+func (d *restartDecision) waitFor(w time.Duration, reason, cond string, at time.Time) {
+	d.waiting++
+	if w <= 0 {
+		w = time.Second
 	}
-	return rbp.Name + "/" + hex.EncodeToString(h.Sum(nil)[:8])
+	if d.wait == 0 || w < d.wait {
+		d.wait, d.waitReason, d.condReason = w, reason, cond
+	}
+	if !at.IsZero() && (d.nextAt.IsZero() || at.Before(d.nextAt)) {
+		d.nextAt = at
+	}
+}
+
+// applyWindows keeps the restarts for the next window opening when no
+// window is open.
+func (d *restartDecision) applyWindows(ws []restartWindow, now time.Time) {
+	if len(d.restart) == 0 {
+		return
+	}
+	w, at, ok := windowWait(ws, now)
+	if ok && w == 0 {
+		return
+	}
+	d.waiting += len(d.restart)
+	d.restart = nil
+	if !ok {
+		d.wait, d.waitReason, d.condReason = time.Hour, "no restart window opens within a week", autorebootv1alpha1.ReasonOutsideWindow
+		return
+	}
+	// The window is what the restarts wait for now: its reason wins, the
+	// earliest wake-up stays.
+	if d.wait == 0 || w < d.wait {
+		d.wait = w
+	}
+	d.waitReason = "outside the restart windows: the next opens at " + at.UTC().Format(time.RFC3339)
+	d.condReason = autorebootv1alpha1.ReasonOutsideWindow
+	if d.nextAt.IsZero() || at.Before(d.nextAt) {
+		d.nextAt = at
+	}
 }
 
 // restartPatch is the minimal merge patch `kubectl rollout restart` would
@@ -113,15 +165,16 @@ func restartStamp(now time.Time) string {
 	return now.UTC().Format(time.RFC3339Nano)
 }
 
-// restartTarget patches one workload's pod template.
-func (r *Reconciler) restartTarget(ctx context.Context, t targetInfo, now time.Time, id string) error {
+// restartTarget patches one workload's pod template and returns the
+// restartedAt stamp it set.
+func (r *Reconciler) restartTarget(ctx context.Context, t targetInfo, now time.Time, id string) (time.Time, error) {
 	if !t.restartedAt.IsZero() && restartStamp(now) == restartStamp(t.restartedAt) {
 		// Same clock reading as the last restart (a coarse clock): the
 		// template must still change.
 		now = now.Add(time.Nanosecond)
 	}
 	if err := r.Client.Patch(ctx, t.obj, restartPatch(now, t.obj.GetResourceVersion(), id), client.FieldOwner(FieldManager)); err != nil {
-		return fmt.Errorf("restart %s %s/%s: %w", t.kind, t.obj.GetNamespace(), t.obj.GetName(), err)
+		return now, fmt.Errorf("restart %s %s/%s: %w", t.kind, t.obj.GetNamespace(), t.obj.GetName(), err)
 	}
-	return nil
+	return now, nil
 }

@@ -17,6 +17,13 @@ import (
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 )
 
+// decideFor decides about one pending fire for every target, named id,
+// under storm control only.
+func decideFor(targets []targetInfo, id string, trig, now time.Time, minInterval time.Duration) restartDecision {
+	work := pendingWork{all: []pendingEntry{{firedAt: trig, changedAt: trig}}}
+	return decideRestart(targets, work, map[string]string{"": id}, now, restartRules{minInterval: minInterval})
+}
+
 func TestDecideRestart(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	trig := now.Add(-5 * time.Second)
@@ -71,7 +78,7 @@ func TestDecideRestart(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			d := decideRestart(tc.targets, "rbp/this", trig, now, tc.minInterval)
+			d := decideFor(tc.targets, "rbp/this", trig, now, tc.minInterval)
 			if len(d.restart) != tc.wantRestart || len(d.skipped) != tc.wantSkipped || len(d.done) != tc.wantDone || d.wait != tc.wantWait {
 				t.Fatalf("decision = restart %d skipped %d done %d wait %s (%s), want %d %d %d %s",
 					len(d.restart), len(d.skipped), len(d.done), d.wait, d.waitReason, tc.wantRestart, tc.wantSkipped, tc.wantDone, tc.wantWait)
@@ -170,7 +177,7 @@ func TestFutureRestartStampDoesNotBlockARestart(t *testing.T) {
 			Annotations: map[string]string{autorebootv1alpha1.RestartedAtAnnotation: "2099-01-01T00:00:00Z"}}}},
 		Status: appsv1.DeploymentStatus{UpdatedReplicas: 1},
 	}
-	dec := decideRestart([]targetInfo{inspectTarget(d, now)}, "rbp/x", now.Add(-time.Second), now, time.Hour)
+	dec := decideFor([]targetInfo{inspectTarget(d, now)}, "rbp/x", now.Add(-time.Second), now, time.Hour)
 	if len(dec.restart) != 1 || dec.wait != 0 {
 		t.Fatalf("a restartedAt in 2099 held the restart: %+v", dec)
 	}

@@ -43,6 +43,8 @@ func suspendPolicyStatuses(ps []autorebootv1alpha1.PolicyStatus) {
 	for i := range ps {
 		ps[i].Fingerprint, ps[i].TriggerHash = "", ""
 		ps[i].PendingTrigger = false
+		ps[i].LastChangeTime = nil
+		ps[i].Targets = nil
 		ps[i].ConsecutiveFailures = 0
 		ps[i].LastResult, ps[i].Reason = "", ""
 		ps[i].Message = "suspended"
@@ -53,6 +55,7 @@ func suspendPolicyStatuses(ps []autorebootv1alpha1.PolicyStatus) {
 // returns the fires to acknowledge after the status write.
 func (r *Reconciler) mergeWorkerStates(rbp *autorebootv1alpha1.RebootPolicy, views map[string]workerView, refused map[string]refusal) []ack {
 	var acks []ack
+	settles := changePolicies(rbp)
 	for i := range rbp.Status.Policies {
 		ps := &rbp.Status.Policies[i]
 		if rf, ok := refused[ps.Name]; ok {
@@ -61,6 +64,7 @@ func (r *Reconciler) mergeWorkerStates(rbp *autorebootv1alpha1.RebootPolicy, vie
 			ps.Message = truncate(rf.message, 256)
 			ps.ConsecutiveFailures = 0
 			ps.Fingerprint, ps.TriggerHash = "", ""
+			ps.Targets = nil
 			continue
 		}
 		v, ok := views[ps.Name]
@@ -74,18 +78,59 @@ func (r *Reconciler) mergeWorkerStates(rbp *autorebootv1alpha1.RebootPolicy, vie
 		ps.LastResult, ps.Reason, ps.Message = s.LastResult, s.Reason, s.Message
 		ps.ConsecutiveFailures = s.ConsecutiveFailures
 		ps.Fingerprint, ps.TriggerHash = s.Fingerprint, s.TriggerHash
+		if s.Targets != nil || ps.Targets != nil {
+			ps.Targets = mergeTargets(ps.Targets, s.Targets, v.AckedSeq)
+		}
 		if v.Unacked {
-			// Fires while a restart is already pending merge into it; the
-			// first trigger time stays, so a probe failing on every period
-			// during the cooldown writes nothing.
-			if !ps.PendingTrigger {
-				ps.PendingTrigger = true
-				ps.LastTriggerTime = &metav1.Time{Time: s.FiredAt}
+			if s.Targets == nil {
+				mergeFire(ps, s.FiredAt, settles[ps.Name])
 			}
 			acks = append(acks, ack{policy: ps.Name, hash: v.Hash, seq: s.FireSeq})
 		}
 	}
 	return acks
+}
+
+// mergeFire records a fire of a policy. Fires while a restart is already
+// pending merge into it; the first trigger time stays, so a probe failing
+// on every period during the cooldown writes nothing. A change trigger's
+// fire also moves lastChangeTime, from which the settle delay counts.
+func mergeFire(ps *autorebootv1alpha1.PolicyStatus, at time.Time, settles bool) {
+	if !ps.PendingTrigger {
+		ps.PendingTrigger = true
+		ps.LastTriggerTime = &metav1.Time{Time: at}
+	}
+	if settles {
+		ps.LastChangeTime = &metav1.Time{Time: at}
+	}
+}
+
+// mergeTargets copies a referenced trigger's per-target baselines into
+// status: targets no longer matched are dropped, a target whose fire is
+// beyond acked becomes (or stays) pending.
+func mergeTargets(old []autorebootv1alpha1.ReferencedTargetStatus, pub map[string]targetState, acked uint64) []autorebootv1alpha1.ReferencedTargetStatus {
+	byName := make(map[string]autorebootv1alpha1.ReferencedTargetStatus, len(old))
+	for _, t := range old {
+		byName[t.Name] = t
+	}
+	out := make([]autorebootv1alpha1.ReferencedTargetStatus, 0, len(pub))
+	for name, ts := range pub {
+		n := byName[name]
+		n.Name, n.References, n.Fingerprint = name, ts.References, ts.Fingerprint
+		if ts.FireSeq > acked {
+			if !n.PendingTrigger {
+				n.PendingTrigger = true
+				n.LastTriggerTime = &metav1.Time{Time: ts.FiredAt}
+			}
+			n.LastChangeTime = &metav1.Time{Time: ts.FiredAt}
+		}
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // emitPolicyEvents reports transitions between the old and new status.
@@ -102,7 +147,29 @@ func (r *Reconciler) emitPolicyEvents(old, cur *autorebootv1alpha1.RebootPolicy)
 		if ps.PendingTrigger && !was.PendingTrigger {
 			r.Events.Normal(cur, nil, autorebootv1alpha1.EventTriggered, "Trigger", "policy %s fired: %s", ps.Name, ps.Message)
 		}
+		if fired := newlyPendingTargets(was.Targets, ps.Targets); len(fired) > 0 {
+			r.Events.Normal(cur, nil, autorebootv1alpha1.EventTriggered, "Trigger", "policy %s fired: referenced data of %s %s changed",
+				ps.Name, cur.Spec.Target.Kind, strings.Join(fired, ", "))
+		}
+		if ps.Reason != was.Reason && (ps.Reason == autorebootv1alpha1.ReasonReferenceNotFound ||
+			(ps.Reason == autorebootv1alpha1.ReasonSecretNotUsable && ps.LastResult != autorebootv1alpha1.ResultError)) {
+			r.Events.Warning(cur, nil, autorebootv1alpha1.EventReferenceMissing, "Trigger", "policy %s: %s", ps.Name, ps.Message)
+		}
 	}
+}
+
+func newlyPendingTargets(was, cur []autorebootv1alpha1.ReferencedTargetStatus) []string {
+	pending := map[string]bool{}
+	for _, t := range was {
+		pending[t.Name] = t.PendingTrigger
+	}
+	var out []string
+	for _, t := range cur {
+		if t.PendingTrigger && !pending[t.Name] {
+			out = append(out, t.Name)
+		}
+	}
+	return out
 }
 
 // pendingSince reports whether a trigger is pending and since when.
@@ -123,30 +190,43 @@ func pendingSince(ps []autorebootv1alpha1.PolicyStatus) (since metav1.Time, pend
 	return since, pending
 }
 
-func pendingPolicies(ps []autorebootv1alpha1.PolicyStatus) string {
+// pendingSources names what a target's restart is for: the pending
+// policies (those of referenced triggers with a pending change of this
+// target) and a restart request.
+func pendingSources(st *autorebootv1alpha1.RebootPolicyStatus, target string) string {
 	var names []string
-	for _, p := range ps {
+	for _, p := range st.Policies {
 		if p.PendingTrigger {
 			names = append(names, p.Name)
+			continue
+		}
+		for _, t := range p.Targets {
+			if t.Name == target && t.PendingTrigger {
+				names = append(names, p.Name)
+			}
 		}
 	}
 	sort.Strings(names)
-	return "policies: " + strings.Join(names, ",")
-}
-
-func clearPending(ps []autorebootv1alpha1.PolicyStatus) {
-	for i := range ps {
-		ps[i].PendingTrigger = false
+	out := "policies: " + strings.Join(names, ",")
+	if st.RestartRequestPending {
+		if len(names) == 0 {
+			return "restart request " + st.LastRestartRequest
+		}
+		out += "; restart request " + st.LastRestartRequest
 	}
+	return out
 }
 
 // conditionInput is what the conditions are computed from.
 type conditionInput struct {
-	suspended     bool
-	targetsFound  bool
-	paused        []string
-	onDelete      []string
-	waiting       string
+	suspended    bool
+	targetsFound bool
+	paused       []string
+	onDelete     []string
+	waiting      string
+	// waitingReason is Ready's reason while waiting (RestartPending when
+	// empty).
+	waitingReason string
 	restartFailed string
 	// invalidSpec: the spec cannot be used (e.g. the target selector).
 	invalidSpec string
@@ -177,7 +257,8 @@ func setConditions(st *autorebootv1alpha1.RebootPolicyStatus, gen int64, now tim
 		note = fmt.Sprintf("; %s has %s set in the future: ignored", strings.Join(in.futureStamps, ", "), autorebootv1alpha1.RestartedAtAnnotation)
 	}
 	if in.waiting != "" {
-		set(autorebootv1alpha1.ConditionReady, metav1.ConditionTrue, autorebootv1alpha1.ReasonRestartPending, "restart pending: "+in.waiting+note)
+		set(autorebootv1alpha1.ConditionReady, metav1.ConditionTrue, cmp.Or(in.waitingReason, autorebootv1alpha1.ReasonRestartPending),
+			"restart pending: "+in.waiting+note)
 		return
 	}
 	set(autorebootv1alpha1.ConditionReady, metav1.ConditionTrue, autorebootv1alpha1.ReasonReconciled, "all policies are running"+note)

@@ -136,6 +136,52 @@ func inspectTarget(obj client.Object, now time.Time) targetInfo {
 	return ti
 }
 
+// restartStampOf is the target's restartedAt stamp (zero: none or
+// unreadable).
+func restartStampOf(obj client.Object) time.Time {
+	var ann map[string]string
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		ann = o.Spec.Template.Annotations
+	case *appsv1.StatefulSet:
+		ann = o.Spec.Template.Annotations
+	case *appsv1.DaemonSet:
+		ann = o.Spec.Template.Annotations
+	}
+	t, err := time.Parse(time.RFC3339, ann[autorebootv1alpha1.RestartedAtAnnotation])
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+// rolloutDone: the workload controller has observed the latest template,
+// every replica runs it and all of them are available again (no old pod
+// left) — or a Deployment gave up (ProgressDeadlineExceeded). Until then
+// a restart of it counts as in progress for the throttle.
+func rolloutDone(obj client.Object) bool {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		for _, c := range o.Status.Conditions {
+			if c.Type == appsv1.DeploymentProgressing && c.Reason == "ProgressDeadlineExceeded" {
+				return true
+			}
+		}
+		want := ptr.Deref(o.Spec.Replicas, 1)
+		return o.Status.ObservedGeneration >= o.Generation && o.Status.UpdatedReplicas == want &&
+			o.Status.AvailableReplicas >= want && o.Status.Replicas == want
+	case *appsv1.StatefulSet:
+		want := ptr.Deref(o.Spec.Replicas, 1)
+		return o.Status.ObservedGeneration >= o.Generation && o.Status.UpdatedReplicas == want &&
+			o.Status.AvailableReplicas >= want && o.Status.CurrentRevision == o.Status.UpdateRevision
+	case *appsv1.DaemonSet:
+		want := o.Status.DesiredNumberScheduled
+		return o.Status.ObservedGeneration >= o.Generation && o.Status.UpdatedNumberScheduled == want &&
+			o.Status.NumberAvailable >= want
+	}
+	return true
+}
+
 // clockSkew is how far a restartedAt stamp may lie ahead of this manager's
 // clock before it counts as set in the future (another replica's clock).
 const clockSkew = 5 * time.Second
@@ -186,6 +232,11 @@ func (r *Reconciler) policiesForTarget(kind autorebootv1alpha1.TargetKind) func(
 					out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&bySelector.Items[i])})
 				}
 			}
+		}
+		for _, req := range out {
+			// A target changed: its template may reference other objects
+			// now (a relabelled workload may have joined a selector).
+			r.References.wakePolicy(req.NamespacedName)
 		}
 		return out
 	}

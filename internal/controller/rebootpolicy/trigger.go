@@ -13,9 +13,18 @@ type observation struct {
 	// triggers report ResultSuccess with a fingerprint.
 	result      string
 	fingerprint string
-	// reason is a CamelCase reason for ResultError.
+	// reason is a CamelCase reason for ResultError (or a note of a
+	// referenced trigger's success, e.g. ReferenceNotFound).
 	reason  string
 	message string
+	// targets is a referenced trigger's per-target outcome.
+	targets []targetObservation
+}
+
+// targetObservation is one target of a referenced trigger: which
+// references its fingerprint covers, and the fingerprint.
+type targetObservation struct {
+	name, references, fingerprint string
 }
 
 // policyState is what a worker publishes about its policy. It only changes
@@ -32,6 +41,18 @@ type policyState struct {
 	// FiredAt is the time of the last one.
 	FireSeq uint64
 	FiredAt time.Time
+	// Targets are a referenced trigger's per-target baselines. The map is
+	// replaced, never modified, so published copies can share it.
+	Targets map[string]targetState
+}
+
+// targetState is the baseline of one target of a referenced trigger.
+// FireSeq is the policy's FireSeq of the target's last fire (0: none).
+type targetState struct {
+	References  string
+	Fingerprint string
+	FireSeq     uint64
+	FiredAt     time.Time
 }
 
 // triggerKind tells how observations turn into decisions.
@@ -44,6 +65,8 @@ const (
 	// changeTrigger fires when the fingerprint differs from the baseline
 	// (sql and watch); the first observation only records the baseline.
 	changeTrigger
+	// referencedTrigger fires per target whose referenced data changed.
+	referencedTrigger
 )
 
 // triggerState turns a stream of observations into transitions and fires,
@@ -84,8 +107,11 @@ func (t *triggerState) observe(o observation, now time.Time) bool {
 		t.published.ConsecutiveFailures = 0
 		return true
 	}
-	if t.kind == changeTrigger {
+	switch t.kind {
+	case changeTrigger:
 		return t.observeChange(o, now)
+	case referencedTrigger:
+		return t.observeReferenced(o, now)
 	}
 	return t.observeProbe(o, now)
 }
@@ -168,4 +194,44 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n-3] + "..."
+}
+
+// observeReferenced compares each target's fingerprint with its baseline.
+// A target seen for the first time, one whose template references
+// something else now, or one whose baseline has another key only records
+// a baseline: a template change rolls the pods anyway.
+func (t *triggerState) observeReferenced(o observation, now time.Time) bool {
+	p := &t.published
+	next := make(map[string]targetState, len(o.targets))
+	changed, fired := len(p.Targets) != len(o.targets), false
+	for _, to := range o.targets {
+		prev, ok := p.Targets[to.name]
+		ts := targetState{References: to.references, Fingerprint: to.fingerprint}
+		switch {
+		case !ok || prev.References != to.references || !fingerprint.SameKey(prev.Fingerprint, to.fingerprint):
+			changed = true
+		case prev.Fingerprint != to.fingerprint:
+			p.FireSeq++
+			ts.FireSeq, ts.FiredAt = p.FireSeq, now
+			changed, fired = true, true
+		default:
+			ts.FireSeq, ts.FiredAt = prev.FireSeq, prev.FiredAt
+		}
+		next[to.name] = ts
+	}
+	if changed {
+		p.Targets = next
+	}
+	result := autorebootv1alpha1.ResultSuccess
+	if fired {
+		result = autorebootv1alpha1.ResultChanged
+		p.FiredAt = now
+	}
+	msg := truncate(o.message, 256)
+	if p.LastResult != result || p.Reason != o.reason || p.Message != msg {
+		p.LastResult, p.Reason, p.Message = result, o.reason, msg
+		changed = true
+	}
+	p.ConsecutiveFailures = 0
+	return changed
 }

@@ -30,8 +30,12 @@ type workerSpec struct {
 	Key     workerKey
 	Hash    string
 	Trigger autorebootv1alpha1.Trigger
+	// Target is the RebootPolicy's target (referenced triggers read its
+	// templates; it is part of Hash for them).
+	Target autorebootv1alpha1.TargetRef
 	// Baseline is the state recorded in status (fingerprint of sql/watch
-	// triggers), used when the worker starts.
+	// triggers, per-target baselines of referenced ones), used when the
+	// worker starts.
 	Baseline policyState
 }
 
@@ -41,6 +45,9 @@ type workerView struct {
 	State policyState
 	// Unacked is true when the last fire was not yet recorded in status.
 	Unacked bool
+	// AckedSeq is the last fire recorded in status: a referenced target
+	// whose FireSeq is beyond it has a fire to record.
+	AckedSeq uint64
 	// Observed counts the observations the worker has fully handled
 	// (published, and the controller notified of a transition): tests wait
 	// on it rather than on the probe having started.
@@ -251,6 +258,10 @@ func newTriggerStateFor(s workerSpec) *triggerState {
 		baseline.LastResult = s.Baseline.LastResult
 		baseline.Reason = s.Baseline.Reason
 		baseline.Message = s.Baseline.Message
+		baseline.Targets = s.Baseline.Targets
+	}
+	if s.Trigger.Referenced != nil {
+		return newTriggerState(referencedTrigger, 1, 1, baseline)
 	}
 	return newTriggerState(changeTrigger, 1, 1, baseline)
 }
@@ -272,7 +283,7 @@ func (wk *worker) view() workerView {
 	wk.mu.Lock()
 	defer wk.mu.Unlock()
 	st := wk.state.published
-	return workerView{Hash: wk.spec.Hash, State: st, Unacked: st.FireSeq > wk.ackedSeq, Observed: wk.observed}
+	return workerView{Hash: wk.spec.Hash, State: st, Unacked: st.FireSeq > wk.ackedSeq, AckedSeq: wk.ackedSeq, Observed: wk.observed}
 }
 
 // schedule returns the period, the timeout and the initial delay of the
@@ -290,6 +301,9 @@ func (wk *worker) schedule() (period, timeout, initialDelay time.Duration) {
 	case t.Watch != nil:
 		period = seconds(t.Watch.PeriodSeconds, 10)
 		timeout = 10 * time.Second
+	case t.Referenced != nil:
+		period = seconds(t.Referenced.PeriodSeconds, 10)
+		timeout = 30 * time.Second
 	}
 	if timeout > period {
 		timeout = period
@@ -315,9 +329,17 @@ func (wk *worker) run(ctx context.Context, w *Workers) {
 	}
 	defer p.close()
 	period, timeout, initialDelay := wk.schedule()
+	wp, wakeable := p.(wakeableProber)
+	var wakeups <-chan struct{}
 	// Jitter spreads thousands of workers over the period instead of
-	// probing in bursts.
-	delay := initialDelay + time.Duration(rand.Int64N(int64(period)))
+	// probing in bursts; a watching prober records its first baselines
+	// within a second (its period is only a resync).
+	span := period
+	if wakeable {
+		wakeups = wp.wakeups()
+		span = min(period, time.Second)
+	}
+	delay := initialDelay + time.Duration(rand.Int64N(int64(span)))
 	next := wk.clock.Now().Add(delay)
 	timer := wk.clock.NewTimer(delay)
 	defer timer.Stop()
@@ -326,18 +348,17 @@ func (wk *worker) run(ctx context.Context, w *Workers) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-wakeups:
+			// Something watched changed: act now, keep the schedule.
+			wk.probeOnce(ctx, w, timeout, wp.probeWoken)
+			continue
 		case <-timer.C():
 		}
 		start := wk.clock.Now()
 		w.metrics.observeDrift(typ, start.Sub(next))
-		pctx, cancel := context.WithTimeout(ctx, timeout)
-		obs := p.probe(pctx)
-		cancel()
-		if ctx.Err() != nil {
+		if !wk.probeOnce(ctx, w, timeout, p.probe) {
 			return
 		}
-		w.metrics.observeProbe(typ, obs.result, wk.clock.Since(start))
-		wk.publish(ctx, w, obs)
 		next = next.Add(period)
 		now := wk.clock.Now()
 		if !next.After(now) {
@@ -346,6 +367,21 @@ func (wk *worker) run(ctx context.Context, w *Workers) {
 		}
 		timer.Reset(next.Sub(now))
 	}
+}
+
+// probeOnce runs one check within timeout and publishes it; false when
+// the worker is stopping.
+func (wk *worker) probeOnce(ctx context.Context, w *Workers, timeout time.Duration, probe func(context.Context) observation) bool {
+	start := wk.clock.Now()
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	obs := probe(pctx)
+	cancel()
+	if ctx.Err() != nil {
+		return false
+	}
+	w.metrics.observeProbe(triggerType(wk.spec.Trigger), obs.result, wk.clock.Since(start))
+	wk.publish(ctx, w, obs)
+	return true
 }
 
 // publish feeds o to the trigger state and notifies on a transition.

@@ -20,13 +20,23 @@ import (
 type fakeProbers struct {
 	mu      sync.Mutex
 	results map[string][]string // by policy name; the last result repeats
-	calls   map[string]*atomic.Int64
-	created map[string]int
-	closed  map[string]int
+	// observations, when set for a policy, are returned instead (the last
+	// repeats): change and referenced triggers need fingerprints.
+	observations map[string][]observation
+	calls        map[string]*atomic.Int64
+	created      map[string]int
+	closed       map[string]int
 }
 
 func newFakeProbers() *fakeProbers {
-	return &fakeProbers{results: map[string][]string{}, calls: map[string]*atomic.Int64{}, created: map[string]int{}, closed: map[string]int{}}
+	return &fakeProbers{results: map[string][]string{}, observations: map[string][]observation{}, calls: map[string]*atomic.Int64{},
+		created: map[string]int{}, closed: map[string]int{}}
+}
+
+func (f *fakeProbers) setObservations(policy string, o ...observation) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.observations[policy] = o
 }
 
 func (f *fakeProbers) setResults(policy string, r ...string) {
@@ -74,7 +84,11 @@ func (p *fakeProber) probe(context.Context) observation {
 	n := p.calls.Add(1)
 	p.f.mu.Lock()
 	r := p.f.results[p.policy]
+	obs := p.f.observations[p.policy]
 	p.f.mu.Unlock()
+	if len(obs) > 0 {
+		return obs[min(int(n-1), len(obs)-1)]
+	}
 	res := ok
 	if len(r) > 0 {
 		i := int(n - 1)

@@ -33,7 +33,7 @@ func (r *Reconciler) workerSpecs(ctx context.Context, rbp *autorebootv1alpha1.Re
 			continue
 		}
 		ps := byName[p.Name]
-		specs = append(specs, workerSpec{
+		spec := workerSpec{
 			Key:     workerKey{Object: nn, Policy: p.Name},
 			Hash:    triggerHash(nn.Namespace, p.Trigger),
 			Trigger: *p.Trigger.DeepCopy(),
@@ -41,7 +41,14 @@ func (r *Reconciler) workerSpecs(ctx context.Context, rbp *autorebootv1alpha1.Re
 				Fingerprint: ps.Fingerprint, TriggerHash: ps.TriggerHash,
 				LastResult: ps.LastResult, Reason: ps.Reason, Message: ps.Message,
 			},
-		})
+		}
+		if p.Trigger.Referenced != nil {
+			// The targets are part of what a referenced trigger observes.
+			spec.Target = *rbp.Spec.Target.DeepCopy()
+			spec.Hash = referencedHash(nn.Namespace, p.Trigger, spec.Target)
+			spec.Baseline.Targets = targetBaselines(ps.Targets)
+		}
+		specs = append(specs, spec)
 	}
 	return specs, refused, nil
 }
@@ -75,6 +82,31 @@ func triggerHash(namespace string, t autorebootv1alpha1.Trigger) string {
 	}{namespace, t})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
+}
+
+// referencedHash is triggerHash for a referenced trigger: the target
+// (kind, name or selector) is part of it.
+func referencedHash(namespace string, t autorebootv1alpha1.Trigger, target autorebootv1alpha1.TargetRef) string {
+	b, _ := json.Marshal(struct {
+		NS     string                       `json:"ns"`
+		T      autorebootv1alpha1.Trigger   `json:"t"`
+		Target autorebootv1alpha1.TargetRef `json:"target"`
+	}{namespace, t, target})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// targetBaselines turns the per-target status of a referenced trigger into
+// the worker's starting baselines.
+func targetBaselines(ts []autorebootv1alpha1.ReferencedTargetStatus) map[string]targetState {
+	if len(ts) == 0 {
+		return nil
+	}
+	out := make(map[string]targetState, len(ts))
+	for _, t := range ts {
+		out[t.Name] = targetState{References: t.References, Fingerprint: t.Fingerprint}
+	}
+	return out
 }
 
 func minRestartInterval(rbp *autorebootv1alpha1.RebootPolicy) time.Duration {

@@ -18,12 +18,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -49,6 +51,10 @@ var (
 	// for probes having run (instead of sleeping).
 	metricsRegistry = prometheus.NewRegistry()
 )
+
+// externalManagerLabel marks RebootPolicies that a manager binary started
+// by the test reconciles; the suite's manager ignores them.
+const externalManagerLabel = "test.runbook.dev/manager"
 
 // Manager settings of the suite, as an admin would set the flags.
 const (
@@ -89,10 +95,18 @@ func run(m *testing.M) int {
 		logs = io.MultiWriter(os.Stderr, managerLogs)
 	}
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapcore.Level(-1)), zap.WriteTo(logs)))
+	// RebootPolicies labelled for a manager binary of their own (the
+	// tests that kill it) are not this manager's business.
+	notExternal, err := labels.Parse("!" + externalManagerLabel)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{ByObject: map[client.Object]cache.ByObject{&autorebootv1alpha1.RebootPolicy{}: {Label: notExternal}}},
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)

@@ -49,8 +49,8 @@ func TestValidationRejectsBadSpecs(t *testing.T) {
 		{"no policies", func(s *autorebootv1alpha1.RebootPolicySpec) { s.Policies = nil }, "spec.policies"},
 		{"duplicate policy names", func(s *autorebootv1alpha1.RebootPolicySpec) { s.Policies = append(s.Policies, s.Policies[0]) }, "Duplicate value"},
 		{"invalid policy name", func(s *autorebootv1alpha1.RebootPolicySpec) { s.Policies[0].Name = "Bad_Name" }, "spec.policies[0].name"},
-		{"trigger with nothing", func(s *autorebootv1alpha1.RebootPolicySpec) { s.Policies[0].Trigger = autorebootv1alpha1.Trigger{} }, "exactly one of probe, sql or watch"},
-		{"trigger with probe and sql", func(s *autorebootv1alpha1.RebootPolicySpec) { s.Policies[0].Trigger.SQL = sqlTrigger() }, "exactly one of probe, sql or watch"},
+		{"trigger with nothing", func(s *autorebootv1alpha1.RebootPolicySpec) { s.Policies[0].Trigger = autorebootv1alpha1.Trigger{} }, "exactly one of probe, sql, watch or referenced"},
+		{"trigger with probe and sql", func(s *autorebootv1alpha1.RebootPolicySpec) { s.Policies[0].Trigger.SQL = sqlTrigger() }, "exactly one of probe, sql, watch or referenced"},
 		{"probe with two handlers", func(s *autorebootv1alpha1.RebootPolicySpec) {
 			s.Policies[0].Trigger.Probe.TCPSocket = &corev1.TCPSocketAction{Host: "h", Port: intstr.FromInt(1)}
 		}, "exactly one of exec, httpGet, tcpSocket or grpc"},
@@ -104,6 +104,35 @@ func TestValidationRejectsBadSpecs(t *testing.T) {
 		{"minRestartInterval above a week", func(s *autorebootv1alpha1.RebootPolicySpec) {
 			s.MinRestartInterval = &metav1.Duration{Duration: 200 * time.Hour}
 		}, "minRestartInterval must be between 0s and 168h"},
+		{"referenced and watch together", func(s *autorebootv1alpha1.RebootPolicySpec) {
+			s.Policies[0].Trigger = autorebootv1alpha1.Trigger{Referenced: &autorebootv1alpha1.ReferencedTrigger{},
+				Watch: &autorebootv1alpha1.WatchTrigger{Kind: autorebootv1alpha1.WatchConfigMap, Name: "x"}}
+		}, "exactly one of probe, sql, watch or referenced"},
+		{"referenced of an unsupported kind", func(s *autorebootv1alpha1.RebootPolicySpec) {
+			s.Policies[0].Trigger = autorebootv1alpha1.Trigger{Referenced: &autorebootv1alpha1.ReferencedTrigger{Kinds: []autorebootv1alpha1.WatchKind{"Pod"}}}
+		}, `Unsupported value: "Pod"`},
+		{"referenced exclusion without a name", func(s *autorebootv1alpha1.RebootPolicySpec) {
+			s.Policies[0].Trigger = autorebootv1alpha1.Trigger{Referenced: &autorebootv1alpha1.ReferencedTrigger{
+				Exclude: []autorebootv1alpha1.ReferenceExclusion{{Kind: autorebootv1alpha1.WatchSecret}}}}
+		}, "exclude[0].name"},
+		{"settleDelay above a day", func(s *autorebootv1alpha1.RebootPolicySpec) {
+			s.SettleDelay = &metav1.Duration{Duration: 25 * time.Hour}
+		}, "settleDelay must be between 0s and 24h"},
+		{"restart window with a bad time", func(s *autorebootv1alpha1.RebootPolicySpec) {
+			s.RestartWindows = []autorebootv1alpha1.RestartWindow{{From: "25:00", To: "02:00"}}
+		}, "restartWindows[0].from"},
+		{"restart window of no length", func(s *autorebootv1alpha1.RebootPolicySpec) {
+			s.RestartWindows = []autorebootv1alpha1.RestartWindow{{From: "02:00", To: "02:00"}}
+		}, "from and to must differ"},
+		{"restart window on an unknown day", func(s *autorebootv1alpha1.RebootPolicySpec) {
+			s.RestartWindows = []autorebootv1alpha1.RestartWindow{{Days: []autorebootv1alpha1.Weekday{"Monday"}, From: "01:00", To: "02:00"}}
+		}, `Unsupported value: "Monday"`},
+		{"rollout.maxConcurrent of zero", func(s *autorebootv1alpha1.RebootPolicySpec) {
+			s.Rollout = &autorebootv1alpha1.RolloutSpec{MaxConcurrent: new(int32)}
+		}, "maxConcurrent"},
+		{"notify without a Secret key", func(s *autorebootv1alpha1.RebootPolicySpec) {
+			s.Notify = &autorebootv1alpha1.NotifySpec{WebhookSecretRef: autorebootv1alpha1.SecretKeySelector{Name: "hook"}}
+		}, "webhookSecretRef.key"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

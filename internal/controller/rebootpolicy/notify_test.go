@@ -1,0 +1,253 @@
+package rebootpolicy
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/controller/status"
+	"github.com/runbook-dev/runbook/internal/netpolicy"
+)
+
+// sink is a webhook receiver that answers with code.
+type sink struct {
+	*httptest.Server
+	mu     sync.Mutex
+	code   int
+	bodies []string
+}
+
+func newSink(t *testing.T, code int) *sink {
+	s := &sink{code: code}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		s.mu.Lock()
+		s.bodies = append(s.bodies, string(b))
+		code := s.code
+		s.mu.Unlock()
+		w.WriteHeader(code)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *sink) received() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.bodies...)
+}
+
+func webhookSecret(url string, labelled bool) *corev1.Secret {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "hook"}, Data: map[string][]byte{"url": []byte(url)}}
+	if labelled {
+		s.Labels = map[string]string{autorebootv1alpha1.UsableLabel: "true"}
+	}
+	return s
+}
+
+func notifyingPolicy() *autorebootv1alpha1.RebootPolicy {
+	rbp := probePolicy()
+	rbp.Spec.Notify = &autorebootv1alpha1.NotifySpec{WebhookSecretRef: autorebootv1alpha1.SecretKeySelector{Name: "hook", Key: "url"}}
+	return rbp
+}
+
+func testNotifier(t *testing.T, c client.Reader, allow string, settings NotifySettings) (*notifier, *clocktesting.FakeClock, *events.FakeRecorder, *Metrics) {
+	t.Helper()
+	var rules []netpolicy.Rule
+	if allow != "" {
+		var err error
+		if rules, err = netpolicy.ParseRules(allow); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fc := clocktesting.NewFakeClock(govStart)
+	rec := events.NewFakeRecorder(100)
+	m := NewMetrics()
+	network := netpolicy.New(netpolicy.Settings{Allow: rules}, emptyCluster{})
+	return newNotifier(settings, c, network, fc, status.Events{Recorder: rec}, m, logr.Discard()), fc, rec, m
+}
+
+func notifyClient(objs ...client.Object) client.Client {
+	return fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(objs...).Build()
+}
+
+// drive delivers what is due, as a sender would, until nothing is.
+func drive(n *notifier) int {
+	sent := 0
+	for {
+		m, _ := n.next()
+		if m == nil {
+			return sent
+		}
+		n.deliver(context.Background(), m)
+		sent++
+	}
+}
+
+func TestNotifierSendsASlackCompatibleMessage(t *testing.T) {
+	s := newSink(t, http.StatusOK)
+	n, _, _, m := testNotifier(t, notifyClient(webhookSecret(s.URL+"/hook", true)), strings.TrimPrefix(s.URL, "http://"), NotifySettings{})
+	n.send(notifyingPolicy(), "RebootPolicy %s restarted %s", "ns/rbp", "Deployment web")
+	if got := drive(n); got != 1 {
+		t.Fatalf("%d deliveries", got)
+	}
+	got := s.received()
+	if len(got) != 1 {
+		t.Fatalf("received %v", got)
+	}
+	var body map[string]string
+	if err := json.Unmarshal([]byte(got[0]), &body); err != nil || body["text"] != "RebootPolicy ns/rbp restarted Deployment web" {
+		t.Fatalf("body %q (%v)", got[0], err)
+	}
+	if v := counterValue(t, m.notifications.WithLabelValues("sent")); v != 1 {
+		t.Fatalf("sent = %v", v)
+	}
+	// A policy without notify sends nothing.
+	n.send(probePolicy(), "x")
+	if drive(n) != 0 {
+		t.Fatal("a policy without spec.notify queued a message")
+	}
+}
+
+func TestNotifierRetriesWithBackoffThenGivesUp(t *testing.T) {
+	s := newSink(t, http.StatusInternalServerError)
+	n, fc, rec, m := testNotifier(t, notifyClient(webhookSecret(s.URL, true)), strings.TrimPrefix(s.URL, "http://"), NotifySettings{Attempts: 3})
+	n.send(notifyingPolicy(), "hello")
+	if drive(n) != 1 {
+		t.Fatal("first attempt not made")
+	}
+	// Not due yet: the back-off holds it.
+	if drive(n) != 0 {
+		t.Fatal("retried without waiting")
+	}
+	fc.Step(time.Second)
+	if drive(n) != 1 {
+		t.Fatal("second attempt not made after 1s")
+	}
+	fc.Step(time.Second)
+	if drive(n) != 0 {
+		t.Fatal("the back-off did not double")
+	}
+	fc.Step(time.Second)
+	if drive(n) != 1 {
+		t.Fatal("third attempt not made after 2s")
+	}
+	fc.Step(time.Hour)
+	if drive(n) != 0 || len(s.received()) != 3 {
+		t.Fatalf("attempts after giving up: %d received", len(s.received()))
+	}
+	if v := counterValue(t, m.notifications.WithLabelValues("failed")); v != 1 {
+		t.Fatalf("failed = %v", v)
+	}
+	select {
+	case e := <-rec.Events:
+		if !strings.Contains(e, autorebootv1alpha1.EventNotificationFailed) || strings.Contains(e, s.URL) {
+			t.Fatalf("event %q", e)
+		}
+	default:
+		t.Fatal("no NotificationFailed event")
+	}
+}
+
+func TestNotifierHostileInputs(t *testing.T) {
+	s := newSink(t, http.StatusOK)
+	cases := []struct {
+		name   string
+		secret *corev1.Secret
+		allow  string
+	}{
+		{"a Secret without the label", webhookSecret(s.URL, false), strings.TrimPrefix(s.URL, "http://")},
+		{"loopback not allowed by the network policy", webhookSecret(s.URL, true), ""},
+		{"the apiserver's usual port on loopback", webhookSecret("https://127.0.0.1:6443/api", true), strings.TrimPrefix(s.URL, "http://")},
+		{"cloud metadata", webhookSecret("http://169.254.169.254/latest/meta-data/", true), ""},
+		{"not an http URL", webhookSecret("file:///var/run/secrets/kubernetes.io/serviceaccount/token", true), ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			n, _, rec, m := testNotifier(t, notifyClient(tc.secret), tc.allow, NotifySettings{})
+			n.send(notifyingPolicy(), "hello")
+			if drive(n) != 1 {
+				t.Fatal("not attempted")
+			}
+			if v := counterValue(t, m.notifications.WithLabelValues("refused")); v != 1 {
+				t.Fatalf("refused = %v (retried %v)", v, counterValue(t, m.notifications.WithLabelValues("retried")))
+			}
+			e := <-rec.Events
+			if strings.Contains(e, "169.254") || strings.Contains(e, "6443") || strings.Contains(e, "token") {
+				t.Fatalf("the event names the URL: %q", e)
+			}
+		})
+	}
+	if len(s.received()) != 0 {
+		t.Fatalf("the sink received %d messages", len(s.received()))
+	}
+}
+
+func TestNotifierQueueIsBounded(t *testing.T) {
+	n, _, _, m := testNotifier(t, notifyClient(), "", NotifySettings{QueueSize: 10, PerNamespace: 3})
+	for range 5 {
+		n.send(notifyingPolicy(), "x")
+	}
+	other := notifyingPolicy()
+	other.Namespace = "other"
+	n.send(other, "y")
+	if len(n.queue) != 4 {
+		t.Fatalf("queued %d, want 3 of ns and 1 of other", len(n.queue))
+	}
+	if v := counterValue(t, m.notifications.WithLabelValues("dropped")); v != 2 {
+		t.Fatalf("dropped = %v", v)
+	}
+	long := strings.Repeat("é", maxNotificationText)
+	n2, _, _, _ := testNotifier(t, notifyClient(), "", NotifySettings{})
+	n2.send(notifyingPolicy(), "%s", long)
+	if len(n2.queue[0].text) > maxNotificationText {
+		t.Fatalf("text of %d bytes queued", len(n2.queue[0].text))
+	}
+}
+
+// A failing sink blocks nothing: send returns at once, senders run apart.
+func TestNotifierNeverBlocksTheCaller(t *testing.T) {
+	block := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-block }))
+	defer slow.Close()
+	defer close(block)
+	n, _, _, _ := testNotifier(t, notifyClient(webhookSecret(slow.URL, true)), strings.TrimPrefix(slow.URL, "http://"),
+		NotifySettings{Timeout: time.Minute})
+	n.clock = clocktesting.NewFakeClock(govStart)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = n.Start(ctx) }()
+	start := time.Now()
+	for range 100 {
+		n.send(notifyingPolicy(), "x")
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("queuing 100 messages took %s", d)
+	}
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}

@@ -1,0 +1,479 @@
+package rebootpolicy
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+)
+
+// Throttle bounds the restarts in progress: manager-wide
+// (--max-concurrent-restarts, shared by every RebootPolicy) and per
+// RebootPolicy (spec.rollout.maxConcurrent). A restart is in progress from
+// its patch until the target has rolled out and is available again (or its
+// Deployment gave up: ProgressDeadlineExceeded), at most rolloutTimeout.
+//
+// What is in progress is read from the workloads themselves — the
+// manager's informers show each target's restartedAt stamp, restart id and
+// rollout status — so a new leader knows at once what its predecessor
+// left rolling; slots handed out in between (the patch not yet seen) are
+// reservations. RebootPolicies waiting for a manager-wide slot queue in
+// order of arrival and share free slots round-robin, so one policy with
+// many targets cannot starve the others; whoever's slot frees up is woken.
+// Pending restarts themselves live in status: the throttle only decides
+// when.
+type Throttle struct {
+	limit          int
+	clock          clock.Clock
+	rolloutTimeout time.Duration
+
+	mu       sync.Mutex
+	inflight map[throttleKey]inflightRestart
+	reserved map[types.NamespacedName]int
+	// queue: owners waiting for a manager-wide slot, oldest first.
+	queue  []types.NamespacedName
+	wants  map[types.NamespacedName]waiter
+	synced func() bool
+	// wake: owners to reconcile (drained by Start into events).
+	wake    map[types.NamespacedName]struct{}
+	signal  chan struct{}
+	events  chan event.TypedGenericEvent[types.NamespacedName]
+	metrics *Metrics
+}
+
+type throttleKey struct {
+	kind      autorebootv1alpha1.TargetKind
+	namespace string
+	name      string
+}
+
+type inflightRestart struct {
+	owner types.NamespacedName
+	stamp time.Time
+}
+
+type waiter struct {
+	want int
+	seen time.Time
+}
+
+// defaultRolloutTimeout bounds how long one restart holds a slot when its
+// rollout never finishes (a crash-looping StatefulSet, say).
+const defaultRolloutTimeout = 10 * time.Minute
+
+// waiterTTL: a waiting RebootPolicy that has not asked again for this long
+// (deleted, or its work done another way) loses its place.
+const waiterTTL = 3 * progressRecheck
+
+// NewThrottle builds a throttle allowing limit restarts in progress at
+// once across all RebootPolicies; 0 means no manager-wide limit (per-policy
+// limits still apply). Built in main, bound to the manager by Setup.
+func NewThrottle(limit int, clk clock.Clock) *Throttle {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &Throttle{
+		limit: limit, clock: clk, rolloutTimeout: defaultRolloutTimeout,
+		inflight: map[throttleKey]inflightRestart{}, reserved: map[types.NamespacedName]int{},
+		wants: map[types.NamespacedName]waiter{}, synced: func() bool { return true },
+		wake: map[types.NamespacedName]struct{}{}, signal: make(chan struct{}, 1),
+		events: make(chan event.TypedGenericEvent[types.NamespacedName], 256),
+	}
+}
+
+// Events delivers the RebootPolicies to reconcile because a slot freed up.
+func (t *Throttle) Events() <-chan event.TypedGenericEvent[types.NamespacedName] { return t.events }
+
+// Admit reserves up to want restart slots for owner, at most ownerLimit
+// in progress for it (0: no per-policy limit), and returns how many it got.
+// Every reservation ends in Started or Cancel.
+func (t *Throttle) Admit(owner types.NamespacedName, want, ownerLimit int) int {
+	if want <= 0 {
+		return 0
+	}
+	if t == nil {
+		return want
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.clock.Now()
+	t.pruneLocked(now)
+	capped := want
+	if ownerLimit > 0 {
+		capped = min(want, ownerLimit-t.ownedLocked(owner))
+	}
+	if capped <= 0 {
+		// Waits for its own rollouts: woken when one of them ends.
+		t.dequeueLocked(owner)
+		return 0
+	}
+	if !t.synced() {
+		t.enqueueLocked(owner, capped, now)
+		return 0
+	}
+	grant := capped
+	if t.limit > 0 {
+		t.enqueueLocked(owner, capped, now)
+		grant = min(capped, t.shareLocked(owner))
+		switch {
+		case grant == capped:
+			t.dequeueLocked(owner)
+		case grant > 0:
+			// Served in part: the rest waits behind those who waited.
+			t.dequeueLocked(owner)
+			t.enqueueLocked(owner, capped-grant, now)
+		}
+		// Served nothing: it keeps its place.
+	}
+	t.reserved[owner] += grant
+	return grant
+}
+
+// Started turns one of owner's reservations into a restart in progress of
+// the target, whose template now carries stamp.
+func (t *Throttle) Started(owner types.NamespacedName, obj client.Object, stamp time.Time) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.reserved[owner] > 0 {
+		t.reserved[owner]--
+	}
+	if t.reserved[owner] == 0 {
+		delete(t.reserved, owner)
+	}
+	t.inflight[keyOf(obj)] = inflightRestart{owner: owner, stamp: stamp}
+	t.gaugeLocked()
+}
+
+// Cancel gives back n reservations of owner that were not used.
+func (t *Throttle) Cancel(owner types.NamespacedName, n int) {
+	if n <= 0 || t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.reserved[owner] = max(0, t.reserved[owner]-n)
+	if t.reserved[owner] == 0 {
+		delete(t.reserved, owner)
+	}
+	t.wakeWaitersLocked()
+}
+
+// Withdraw: owner waits for nothing any more.
+func (t *Throttle) Withdraw(owner types.NamespacedName) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.wants[owner]; ok {
+		t.dequeueLocked(owner)
+		t.wakeWaitersLocked()
+	}
+}
+
+// InProgress is the number of restarts in progress, manager-wide.
+func (t *Throttle) InProgress() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.pruneLocked(t.clock.Now())
+	return len(t.inflight)
+}
+
+// Waiting reports whether owner waits for a manager-wide slot.
+func (t *Throttle) Waiting(owner types.NamespacedName) bool {
+	if t == nil {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.wants[owner]
+	return ok
+}
+
+// ownedLocked counts owner's restarts in progress and reservations.
+func (t *Throttle) ownedLocked(owner types.NamespacedName) int {
+	n := t.reserved[owner]
+	for _, r := range t.inflight {
+		if r.owner == owner {
+			n++
+		}
+	}
+	return n
+}
+
+func (t *Throttle) usedLocked() int {
+	n := len(t.inflight)
+	for _, r := range t.reserved {
+		n += r
+	}
+	return n
+}
+
+// shareLocked is owner's part of the free slots when they are dealt
+// round-robin, one at a time, in queue order.
+func (t *Throttle) shareLocked(owner types.NamespacedName) int {
+	free := t.limit - t.usedLocked()
+	remaining := make(map[types.NamespacedName]int, len(t.queue))
+	for _, o := range t.queue {
+		remaining[o] = t.wants[o].want
+	}
+	share := 0
+	for free > 0 {
+		dealt := false
+		for _, o := range t.queue {
+			if free == 0 {
+				break
+			}
+			if remaining[o] > 0 {
+				remaining[o]--
+				free--
+				dealt = true
+				if o == owner {
+					share++
+				}
+			}
+		}
+		if !dealt {
+			break
+		}
+	}
+	return share
+}
+
+func (t *Throttle) enqueueLocked(owner types.NamespacedName, want int, now time.Time) {
+	if _, ok := t.wants[owner]; !ok {
+		t.queue = append(t.queue, owner)
+	}
+	t.wants[owner] = waiter{want: want, seen: now}
+}
+
+func (t *Throttle) dequeueLocked(owner types.NamespacedName) {
+	if _, ok := t.wants[owner]; !ok {
+		return
+	}
+	delete(t.wants, owner)
+	for i, o := range t.queue {
+		if o == owner {
+			t.queue = append(t.queue[:i:i], t.queue[i+1:]...)
+			break
+		}
+	}
+}
+
+// pruneLocked drops restarts that have held their slot for too long and
+// waiters that stopped asking.
+func (t *Throttle) pruneLocked(now time.Time) {
+	freed := false
+	for k, r := range t.inflight {
+		if now.Sub(r.stamp) >= t.rolloutTimeout {
+			delete(t.inflight, k)
+			t.wakeLocked(r.owner)
+			freed = true
+		}
+	}
+	for _, o := range append([]types.NamespacedName(nil), t.queue...) {
+		if now.Sub(t.wants[o].seen) >= waiterTTL {
+			t.dequeueLocked(o)
+			freed = true
+		}
+	}
+	if freed {
+		t.gaugeLocked()
+		t.wakeWaitersLocked()
+	}
+}
+
+// wakeWaitersLocked wakes the waiters the free slots would go to.
+func (t *Throttle) wakeWaitersLocked() {
+	free := len(t.queue)
+	if t.limit > 0 {
+		free = t.limit - t.usedLocked()
+	}
+	for _, o := range t.queue {
+		if free <= 0 {
+			break
+		}
+		t.wakeLocked(o)
+		free -= t.wants[o].want
+	}
+}
+
+func (t *Throttle) wakeLocked(owner types.NamespacedName) {
+	t.wake[owner] = struct{}{}
+	select {
+	case t.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (t *Throttle) gaugeLocked() {
+	t.metrics.setInProgress(len(t.inflight))
+}
+
+// observe updates what is in progress from a workload the informer shows:
+// a restart ends when its rollout is done; a restart made before this
+// manager started (our stamp and restart id, rollout unfinished) is
+// picked up.
+func (t *Throttle) observe(obj client.Object) {
+	k := keyOf(obj)
+	stamp, id := restartStampOf(obj), obj.GetAnnotations()[autorebootv1alpha1.RestartIDAnnotation]
+	done := rolloutDone(obj)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.inflight[k]
+	switch {
+	case ok && done && !stamp.Before(r.stamp):
+		delete(t.inflight, k)
+		t.wakeLocked(r.owner)
+		t.wakeWaitersLocked()
+	case !ok && !done && id != "" && !stamp.IsZero() && t.clock.Since(stamp) < t.rolloutTimeout:
+		owner, _, _ := strings.Cut(id, "/")
+		t.inflight[k] = inflightRestart{owner: types.NamespacedName{Namespace: obj.GetNamespace(), Name: owner}, stamp: stamp}
+	default:
+		return
+	}
+	t.gaugeLocked()
+}
+
+func (t *Throttle) forget(obj client.Object) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r, ok := t.inflight[keyOf(obj)]; ok {
+		delete(t.inflight, keyOf(obj))
+		t.wakeLocked(r.owner)
+		t.wakeWaitersLocked()
+		t.gaugeLocked()
+	}
+}
+
+func keyOf(obj client.Object) throttleKey {
+	return throttleKey{kind: kindOf(obj), namespace: obj.GetNamespace(), name: obj.GetName()}
+}
+
+func kindOf(obj client.Object) autorebootv1alpha1.TargetKind {
+	switch obj.(type) {
+	case *appsv1.Deployment:
+		return autorebootv1alpha1.KindDeployment
+	case *appsv1.StatefulSet:
+		return autorebootv1alpha1.KindStatefulSet
+	case *appsv1.DaemonSet:
+		return autorebootv1alpha1.KindDaemonSet
+	}
+	return ""
+}
+
+// bind feeds the throttle from the manager's workload informers (the ones
+// the controller watches anyway) and reports through m.
+func (t *Throttle) bind(ctx context.Context, informers cache.Informers, m *Metrics) error {
+	var regs []toolscache.ResourceEventHandlerRegistration
+	for _, obj := range []client.Object{&appsv1.Deployment{}, &appsv1.StatefulSet{}, &appsv1.DaemonSet{}} {
+		inf, err := informers.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
+		if err != nil {
+			return fmt.Errorf("throttle: informer of %T: %w", obj, err)
+		}
+		reg, err := inf.AddEventHandler(t.handler())
+		if err != nil {
+			return fmt.Errorf("throttle: watching %T: %w", obj, err)
+		}
+		regs = append(regs, reg)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.metrics = m
+	t.synced = func() bool {
+		for _, r := range regs {
+			if !r.HasSynced() {
+				return false
+			}
+		}
+		return true
+	}
+	return nil
+}
+
+// handler is the informer event handler feeding observe and forget.
+func (t *Throttle) handler() toolscache.ResourceEventHandler {
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { t.observeAny(obj) },
+		UpdateFunc: func(_, obj any) { t.observeAny(obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if o, ok := obj.(client.Object); ok {
+				t.forget(o)
+			}
+		},
+	}
+}
+
+func (t *Throttle) observeAny(obj any) {
+	if o, ok := obj.(client.Object); ok {
+		t.observe(o)
+	}
+}
+
+// NeedLeaderElection: only the leader's controller reads the events.
+func (t *Throttle) NeedLeaderElection() bool { return true }
+
+// Start delivers wake-ups to the controller and expires restarts that
+// held their slot for too long, until ctx ends.
+func (t *Throttle) Start(ctx context.Context) error {
+	tick := t.clock.NewTimer(time.Second)
+	defer tick.Stop()
+	wasSynced := false
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.signal:
+		case <-tick.C():
+			tick.Reset(time.Second)
+			t.mu.Lock()
+			t.pruneLocked(t.clock.Now())
+			if !wasSynced && t.synced() {
+				wasSynced = true
+				for _, o := range t.queue {
+					t.wakeLocked(o)
+				}
+			}
+			t.mu.Unlock()
+		}
+		if !t.deliver(ctx) {
+			return nil
+		}
+	}
+}
+
+// deliver sends the pending wake-ups; false when ctx ended.
+func (t *Throttle) deliver(ctx context.Context) bool {
+	t.mu.Lock()
+	owners := make([]types.NamespacedName, 0, len(t.wake))
+	for o := range t.wake {
+		owners = append(owners, o)
+	}
+	t.wake = map[types.NamespacedName]struct{}{}
+	t.mu.Unlock()
+	for _, o := range owners {
+		select {
+		case t.events <- event.TypedGenericEvent[types.NamespacedName]{Object: o}:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
