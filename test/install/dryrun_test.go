@@ -121,10 +121,12 @@ func TestServerSideDryRun(t *testing.T) {
 		a.dryRun(t, out)
 	})
 
-	// prometheus-operator's ServiceMonitor CRD with its real schema: a
-	// rendered ServiceMonitor with a wrong field fails the dry-run below.
-	a.run(t, nil, "apply", "--server-side", "-f", testenv.ServiceMonitorCRD())
-	a.run(t, nil, "wait", "--for=condition=Established", "crd/servicemonitors.monitoring.coreos.com", "--timeout=2m")
+	// prometheus-operator's ServiceMonitor and PrometheusRule CRDs with
+	// their real schemas: a rendered object with a wrong field fails the
+	// dry-runs below.
+	a.run(t, nil, "apply", "--server-side", "-f", testenv.ServiceMonitorCRD(), "-f", testenv.PrometheusRuleCRD())
+	a.run(t, nil, "wait", "--for=condition=Established", "crd/servicemonitors.monitoring.coreos.com",
+		"crd/prometheusrules.monitoring.coreos.com", "--timeout=2m")
 
 	t.Run("a ServiceMonitor with a misplaced field is refused", func(t *testing.T) {
 		// Positive control: the CRD really validates.
@@ -144,8 +146,9 @@ spec:
 
 	t.Run("config/default with ServiceMonitor, network policy and exec probe scripts", func(t *testing.T) {
 		out := kustomizeBuild(t, enableOptional(t, "- ../prometheus", "- ../network-policy", "components:", "- ../exec-probes"))
-		if len(objectSet(decodeObjects(t, out)).ofKind("ServiceMonitor")) != 1 {
-			t.Fatal("config/prometheus renders no ServiceMonitor")
+		objs := objectSet(decodeObjects(t, out))
+		if len(objs.ofKind("ServiceMonitor")) != 1 || len(objs.ofKind("PrometheusRule")) != 1 {
+			t.Fatal("config/prometheus renders no ServiceMonitor or no PrometheusRule")
 		}
 		a.createNamespaces(t, out)
 		a.dryRun(t, out)
@@ -159,6 +162,9 @@ spec:
 			"--set-string", "execProbes.scripts.check\\.sh=#!/bin/sh\nexit 0\n"))
 		a.dryRun(t, mustHelmTemplate(t, helmNamespace,
 			"--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.serviceMonitor.labels.release=prom"))
+		a.dryRun(t, mustHelmTemplate(t, helmNamespace,
+			"--set", "monitoring.prometheusRule.enabled=true", "--set", "monitoring.prometheusRule.labels.release=prom",
+			"--set", "monitoring.grafanaDashboards.enabled=true"))
 	})
 }
 

@@ -42,3 +42,9 @@ func RequireBinaries(names ...string) error {
 func ServiceMonitorCRD() string {
 	return filepath.Join(RepoRoot(), "test", "testdata", "crds", "monitoring.coreos.com_servicemonitors.yaml")
 }
+
+// PrometheusRuleCRD is prometheus-operator's PrometheusRule CRD, generated
+// from its API types (make prometheusrule-crd).
+func PrometheusRuleCRD() string {
+	return filepath.Join(RepoRoot(), "test", "testdata", "crds", "monitoring.coreos.com_prometheusrules.yaml")
+}
