@@ -76,7 +76,7 @@ func TestPluginKrewManifest(t *testing.T) {
 		t.Fatalf("krew did not install the plugin: %v", err)
 	}
 	// kubectl finds the krew-installed plugin (and only that one here).
-	path := "PATH=" + filepath.Join(root, "bin") + string(os.PathListSeparator) + os.Getenv("PATH")
+	path := pathWith(filepath.Join(root, "bin"))
 	kubectlBin := filepath.Join(testenv.BinDir(), "kubectl")
 	if out := runCmd(t, ctx, []string{path}, kubectlBin, "plugin", "list"); !strings.Contains(out, installed) {
 		t.Errorf("kubectl plugin list does not show %s:\n%s", installed, out)

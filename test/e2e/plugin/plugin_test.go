@@ -73,11 +73,27 @@ func kubectl(ctx context.Context, kubeconfig string, args ...string) (string, st
 	cmd := exec.CommandContext(ctx, filepath.Join(testenv.BinDir(), "kubectl"), args...)
 	cmd.Env = append(os.Environ(),
 		"KUBECONFIG="+kubeconfig,
-		"PATH="+pluginDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+		pathWith(pluginDir))
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
 	return out.String(), errb.String(), err
+}
+
+// pathWith is a PATH with dir first and without the directories of the
+// inherited PATH that hold another kubectl-runbook (make puts bin/ on PATH,
+// and `make plugin` or the demo may have built one there): kubectl refuses a
+// plugin shadowed by another of the same name, and the test must run the
+// one it built.
+func pathWith(dir string) string {
+	parts := []string{dir}
+	for _, p := range filepath.SplitList(os.Getenv("PATH")) {
+		if _, err := os.Stat(filepath.Join(p, "kubectl-runbook")); err == nil {
+			continue
+		}
+		parts = append(parts, p)
+	}
+	return "PATH=" + strings.Join(parts, string(os.PathListSeparator))
 }
 
 type row struct {
