@@ -291,10 +291,10 @@ func (d *demo) prepare(ctx context.Context, c *cluster.Cluster) error {
 	return err
 }
 
-func (d *demo) startManager(ctx context.Context, c *cluster.Cluster, bin string) (*demoManager, error) {
+func (d *demo) startManager(ctx context.Context, c *cluster.Cluster, bin string) (*cluster.Manager, error) {
 	allow := strings.Join([]string{"127.0.0.1:3306", "127.0.0.1:5432", healthHTTPAddr, healthTCPAddr, healthGRPCAddr}, ",")
 	d.say("starting the manager: all controllers, logs human-readable; probes may reach %s and nothing else on loopback", allow)
-	m, err := startDemoManager(ctx, d.spawner, bin, c.Kubeconfig,
+	m, err := cluster.StartManagerWith(ctx, d.spawner.start, bin, c.Kubeconfig,
 		"--exec-probe-dir", filepath.Join(d.root, "hack", "demo", "probes"),
 		"--operator-namespace", "runbook-system",
 		"--probe-allow", allow,
@@ -358,7 +358,7 @@ Press Ctrl-C to stop and tear everything down.
 
 // streamLogs copies the manager's logs to manager.log (and, with -logs, to
 // the console) until Ctrl-C, a closed stdout or the manager's exit.
-func (d *demo) streamLogs(ctx context.Context, m *demoManager, file *os.File) error {
+func (d *demo) streamLogs(ctx context.Context, m *cluster.Manager, file *os.File) error {
 	if d.logs {
 		_, _ = fmt.Fprintln(d.out, "Manager logs:")
 	}

@@ -40,6 +40,14 @@ type Manager struct {
 // StartManager runs binary against kubeconfig with extra flags and waits
 // until /readyz answers 200. Health and metrics ports are picked free.
 func StartManager(ctx context.Context, binary, kubeconfig string, args ...string) (*Manager, error) {
+	return StartManagerWith(ctx, startInOwnGroup, binary, kubeconfig, args...)
+}
+
+// StartManagerWith is StartManager with the caller starting the process
+// (the demo starts it from a locked thread with a parent-death signal).
+// start must put the process in its own process group: Stop and Kill
+// signal the group.
+func StartManagerWith(ctx context.Context, start func(*exec.Cmd) error, binary, kubeconfig string, args ...string) (*Manager, error) {
 	port, err := FreePort()
 	if err != nil {
 		return nil, err
@@ -52,8 +60,7 @@ func StartManager(ctx context.Context, binary, kubeconfig string, args ...string
 	}, args...)
 	m.cmd = exec.Command(binary, all...)
 	m.cmd.Stdout, m.cmd.Stderr = m.logs, m.logs
-	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := m.cmd.Start(); err != nil {
+	if err := start(m.cmd); err != nil {
 		return nil, fmt.Errorf("starting manager: %w", err)
 	}
 	go func() { m.waitErr = m.cmd.Wait(); close(m.done) }()
@@ -78,6 +85,11 @@ func StartManager(ctx context.Context, binary, kubeconfig string, args ...string
 			return nil, fmt.Errorf("manager not ready after 2m\n%s", m.Logs())
 		}
 	}
+}
+
+func startInOwnGroup(cmd *exec.Cmd) error {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd.Start()
 }
 
 // Stop sends SIGTERM and waits for a graceful exit (SIGKILL after 30 s).
