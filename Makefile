@@ -96,7 +96,7 @@ test-unit: ## Only tests that need no apiserver or cluster; says which suites an
 
 .PHONY: bench
 bench: manifests k8s-binaries ## Benchmarks on the local control plane (speed and memory targets).
-	go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./test/bench/...
+	go test -run '^$$' -bench . -benchtime 1x -timeout 150m -p 1 ./test/bench/...
 
 ##@ Build and run
 

@@ -17,16 +17,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/runbook-dev/runbook/internal/metricsauth"
 	"github.com/runbook-dev/runbook/internal/registry"
 )
 
@@ -56,8 +55,8 @@ type managerFlags struct {
 }
 
 func main() {
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	scheme, err := newScheme()
+	utilruntime.Must(err)
 	// Controllers plug in here. Each registration adds its API types to the
 	// scheme and binds its own flags before flag.Parse.
 	reg := &registry.Registry{}
@@ -187,8 +186,10 @@ func metricsOptions(f *managerFlags) (metricsserver.Options, *certwatcher.CertWa
 	opts := metricsserver.Options{BindAddress: f.metricsAddr, SecureServing: f.metricsSecure, TLSOpts: tlsOpts}
 	if f.metricsSecure {
 		// Only callers allowed to GET /metrics (a TokenReview plus a
-		// SubjectAccessReview against the apiserver) may scrape.
-		opts.FilterProvider = filters.WithAuthenticationAndAuthorization
+		// SubjectAccessReview against the apiserver) may scrape; the
+		// project's own filter, since controller-runtime's links all of
+		// k8s.io/apiserver.
+		opts.FilterProvider = metricsauth.FilterProvider(metricsauth.Options{})
 	}
 	if f.metricsCertPath == "" {
 		return opts, nil, nil

@@ -46,7 +46,7 @@ func main() {
 	caBundle := flag.String("ca-bundle", "/etc/ssl/certs/ca-certificates.crt", "PEM bundle of CA certificates copied to /etc/ssl/certs/ca-certificates.crt")
 	created := flag.String("created", os.Getenv("SOURCE_DATE_EPOCH"), "creation time of the image, Unix seconds (default: SOURCE_DATE_EPOCH, else 0); file times in the layers use it too")
 	revision := flag.String("revision", "", "source revision recorded in the org.opencontainers.image.revision label")
-	buildFlags := flag.String("build-flags", "-trimpath -ldflags=-s -w", "the go build flags of the binaries, recorded in the image's history")
+	buildFlags := flag.String("build-flags", `-trimpath -tags grpcnotrace -ldflags="-s -w"`, "the go build flags of the binaries, recorded in the image's history (make image passes the Makefile's STATIC_BUILD_FLAGS)")
 	push := flag.Bool("push", false, "also push the index to the registry named by -name (credentials from the Docker config, as `docker login` writes it)")
 	flag.Var(&bins, "binary", "os/arch=path of the manager built for that platform; repeat once per platform")
 	flag.Parse()

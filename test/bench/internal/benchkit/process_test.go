@@ -1,0 +1,52 @@
+package benchkit
+
+import (
+	"os"
+	"testing"
+	"time"
+)
+
+func TestParseProcStatCPU(t *testing.T) {
+	tests := []struct {
+		name    string
+		stat    string
+		want    time.Duration
+		wantErr bool
+	}{
+		{name: "plain", stat: "42 (manager) S 1 42 42 0 -1 4194560 100 0 0 0 150 23 0 0 20 0 8 0",
+			want: 1730 * time.Millisecond},
+		{name: "command with spaces and parentheses", stat: "7 (a (b) c) R 1 7 7 0 -1 0 0 0 0 0 1 2 0 0 20 0 1 0",
+			want: 30 * time.Millisecond},
+		{name: "no parenthesis", stat: "7 manager R 1", wantErr: true},
+		{name: "short", stat: "7 (m) R 1 2 3", wantErr: true},
+		{name: "not a number", stat: "7 (m) R 1 7 7 0 -1 0 0 0 0 0 x 2 0", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseProcStatCPU(tt.stat)
+			if (err != nil) != tt.wantErr || got != tt.want {
+				t.Fatalf("parseProcStatCPU = %v, %v; want %v (error %v)", got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestProcessCPUOfItself(t *testing.T) {
+	if _, err := ProcessCPU(os.Getpid()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestParseProcStatus(t *testing.T) {
+	status := "Name:\tmanager\nVmHWM:\t   40960 kB\nVmRSS:\t   20480 kB\nRssAnon:\t    1024 kB\nThreads:\t12\nbroken:\tx kB\n"
+	got := parseProcStatus(status)
+	want := map[string]float64{"VmHWM": 40, "VmRSS": 20, "RssAnon": 1}
+	if len(got) != len(want) {
+		t.Fatalf("parsed %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v MiB, want %v", k, got[k], v)
+		}
+	}
+}
