@@ -100,6 +100,12 @@ type Reconciler struct {
 	// MaxConcurrentReconciles is the number of Memcached objects reconciled
 	// in parallel (1 when 0).
 	MaxConcurrentReconciles int
+	// applied remembers which owned objects hold the desired
+	// configuration (nil: always compare; a hand-built reconciler).
+	applied *appliedMemo
+	// pacer holds back passing statuses (nil: every status is written at
+	// once; a hand-built reconciler).
+	pacer *statusPacer
 	// SecretResync is how often a Memcached with usable Secrets is
 	// reconciled again to see their data change; SecretRecheck, one whose
 	// Secret may not be used (yet).
@@ -130,6 +136,8 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 		SecretResync:            cmp.Or(opts.SecretResync, DefaultSecretResync),
 		SecretRecheck:           cmp.Or(opts.SecretRecheck, DefaultSecretRecheck),
+		applied:                 newAppliedMemo(),
+		pacer:                   newStatusPacer(),
 	}
 	if err := r.register(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the %s controller: %w", Name, err)
@@ -153,6 +161,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, mc); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Status.Forget(req.NamespacedName)
+			r.applied.forget(req.NamespacedName)
+			r.pacer.caughtUp(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -163,7 +173,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	s, obs := r.prepare(ctx, mc)
 	r.reconcileObjects(ctx, mc, s, &obs)
 	r.reportCreated(mc, &obs)
-	if err := r.writeStatus(ctx, mc, obs); err != nil {
+	held, err := r.writeStatus(ctx, mc, obs)
+	if err != nil {
 		return ctrl.Result{}, errors.Join(obs.applyErr, err)
 	}
 	if obs.applyErr != nil {
@@ -172,7 +183,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if obs.keyErr != nil {
 		log.FromContext(ctx).Error(obs.keyErr, "not applying: the fingerprint key is unavailable")
 	}
-	return ctrl.Result{RequeueAfter: r.recheckAfter(obs)}, nil
+	return ctrl.Result{RequeueAfter: soonest(r.recheckAfter(obs), held)}, nil
+}
+
+// soonest is the earliest of the requeue delays that are set (0: none).
+func soonest(delays ...time.Duration) time.Duration {
+	var out time.Duration
+	for _, d := range delays {
+		if d > 0 && (out == 0 || d < out) {
+			out = d
+		}
+	}
+	return out
 }
 
 // recheckAfter is when to look again at what no watch announces (0: not
@@ -205,15 +227,21 @@ func (r *Reconciler) register(mgr ctrl.Manager) error {
 	sameName := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		return r.memcachedNamed(ctx, o.GetNamespace(), o.GetName())
 	})
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &discoveryv1.EndpointSlice{}, indexSliceService, sliceService); err != nil {
+		return fmt.Errorf("indexing EndpointSlices by Service: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		// Status-only changes are the controller's own writes: no reconcile.
 		For(&cachev1alpha1.Memcached{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
-		Watches(&appsv1.Deployment{}, sameName).
-		Watches(&appsv1.StatefulSet{}, sameName).
-		Watches(&corev1.Service{}, sameName).
-		Watches(&policyv1.PodDisruptionBudget{}, sameName).
-		Watches(&networkingv1.NetworkPolicy{}, sameName).
-		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.memcachedOfSlice)).
+		// Updates pass only when they change what a reconcile reads
+		// (watchfilters.go).
+		Watches(&appsv1.Deployment{}, sameName, builder.WithPredicates(ownedFilter(deploymentChanged))).
+		Watches(&appsv1.StatefulSet{}, sameName, builder.WithPredicates(ownedFilter(statefulSetChanged))).
+		Watches(&corev1.Service{}, sameName, builder.WithPredicates(ownedFilter(serviceChanged))).
+		Watches(&policyv1.PodDisruptionBudget{}, sameName, builder.WithPredicates(ownedFilter(pdbChanged))).
+		Watches(&networkingv1.NetworkPolicy{}, sameName, builder.WithPredicates(ownedFilter(networkPolicyChanged))).
+		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.memcachedOfSlice),
+			builder.WithPredicates(watchFilter(endpointSliceChanged, sliceListsEndpoints))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)}).
 		Named(Name).
 		Complete(r)

@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,6 +44,7 @@ func newLaggingCache(t *testing.T, objs ...client.Object) *laggingCache {
 	lc := &laggingCache{}
 	lc.server = fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
 		WithStatusSubresource(&cachev1alpha1.Memcached{}, &appsv1.Deployment{}).
+		WithIndex(&discoveryv1.EndpointSlice{}, indexSliceService, sliceService).
 		WithReturnManagedFields().Build()
 	lc.cached = interceptor.NewClient(lc.server, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {

@@ -11,6 +11,7 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/runbook-dev/runbook/api/cache/v1alpha1"
 )
@@ -46,20 +47,14 @@ func (r *Reconciler) applyDeployment(ctx context.Context, mc *cachev1alpha1.Memc
 	if err != nil {
 		return nil, err
 	}
-	var owned *appsv1ac.DeploymentApplyConfiguration
+	var cached client.Object
 	if live != nil {
-		if owned, err = appsv1ac.ExtractDeployment(live, FieldManager); err != nil {
-			return nil, fmt.Errorf("extracting owned fields: %w", err)
-		}
+		cached = live
 	}
-	applied, err := r.applyIfChanged(ctx, desired, owned)
+	after := &appsv1.Deployment{}
+	applied, err := r.applyIfChanged(ctx, desired, cached, after, func() (any, error) { return appsv1ac.ExtractDeployment(live, FieldManager) })
 	if err != nil || !applied {
 		return live, err
-	}
-	// The apply response (the new live object) was decoded into desired.
-	after, err := convertInto(desired, &appsv1.Deployment{})
-	if err != nil {
-		return nil, fmt.Errorf("decoding the apply response: %w", err)
 	}
 	if live == nil {
 		obs.created = append(obs.created, fmt.Sprintf("Deployment (%d instances)", s.Size))

@@ -90,13 +90,11 @@ func (r *Reconciler) reconcileNetworkPolicy(ctx context.Context, mc *cachev1alph
 	if err != nil {
 		return err
 	}
-	var owned *networkingv1ac.NetworkPolicyApplyConfiguration
+	var cached client.Object
 	if live != nil {
-		if owned, err = networkingv1ac.ExtractNetworkPolicy(live, FieldManager); err != nil {
-			return fmt.Errorf("extracting owned fields: %w", err)
-		}
+		cached = live
 	}
-	applied, err := r.applyIfChanged(ctx, desired, owned)
+	applied, err := r.applyIfChanged(ctx, desired, cached, &networkingv1.NetworkPolicy{}, func() (any, error) { return networkingv1ac.ExtractNetworkPolicy(live, FieldManager) })
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package memcached
 
 import (
 	"context"
-	"fmt"
 
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,13 +32,11 @@ func (r *Reconciler) reconcilePDB(ctx context.Context, mc *cachev1alpha1.Memcach
 	case !s.PDBEnabled:
 		return r.deletePDB(ctx, mc, pdb)
 	}
-	var owned *policyv1ac.PodDisruptionBudgetApplyConfiguration
+	var cached client.Object
 	if pdb != nil {
-		if owned, err = policyv1ac.ExtractPodDisruptionBudget(pdb, FieldManager); err != nil {
-			return fmt.Errorf("extracting owned fields: %w", err)
-		}
+		cached = pdb
 	}
-	applied, err := r.applyIfChanged(ctx, desiredPDB(mc, s), owned)
+	applied, err := r.applyIfChanged(ctx, desiredPDB(mc, s), cached, &policyv1.PodDisruptionBudget{}, func() (any, error) { return policyv1ac.ExtractPodDisruptionBudget(pdb, FieldManager) })
 	if err != nil {
 		return err
 	}

@@ -27,10 +27,7 @@ const endpointSliceControllerName = "endpointslice-controller.k8s.io"
 // duplicates, so the status only changes when the set does.
 func readyServers(ctx context.Context, c client.Reader, kind cachev1alpha1.WorkloadKind, namespace, service string) ([]string, error) {
 	var list discoveryv1.EndpointSliceList
-	if err := c.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels{
-		discoveryv1.LabelServiceName: service,
-		discoveryv1.LabelManagedBy:   endpointSliceControllerName,
-	}); err != nil {
+	if err := c.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{indexSliceService: service}); err != nil {
 		return nil, fmt.Errorf("listing EndpointSlices of Service %s/%s: %w", namespace, service, err)
 	}
 	if kind == cachev1alpha1.WorkloadStatefulSet {

@@ -48,7 +48,7 @@ func (r *Reconciler) reconcileService(ctx context.Context, mc *cachev1alpha1.Mem
 func (r *Reconciler) applyService(ctx context.Context, mc *cachev1alpha1.Memcached, s settings, live *corev1.Service, obs *observation) error {
 	key := types.NamespacedName{Namespace: mc.Namespace, Name: mc.Name}
 	desired := desiredService(mc, s)
-	var owned *corev1ac.ServiceApplyConfiguration
+	var cached client.Object
 	if live != nil {
 		fixed, err := r.removeClashingPorts(ctx, live, desired)
 		if err != nil {
@@ -57,11 +57,9 @@ func (r *Reconciler) applyService(ctx context.Context, mc *cachev1alpha1.Memcach
 		if fixed {
 			r.Events.Normal(mc, nil, cachev1alpha1.EventDriftCorrected, "Update", "Removed ports of Service %s that reuse the names of its own ports", mc.Name)
 		}
-		if owned, err = corev1ac.ExtractService(live, FieldManager); err != nil {
-			return fmt.Errorf("extracting owned fields of Service %s: %w", key, err)
-		}
+		cached = live
 	}
-	applied, err := r.applyIfChanged(ctx, desired, owned)
+	applied, err := r.applyIfChanged(ctx, desired, cached, &corev1.Service{}, func() (any, error) { return corev1ac.ExtractService(live, FieldManager) })
 	if err != nil {
 		return fmt.Errorf("applying Service %s: %w", key, err)
 	}

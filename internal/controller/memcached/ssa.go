@@ -7,6 +7,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 )
@@ -14,37 +16,70 @@ import (
 // applyIfChanged server-side applies desired with the controller's field
 // manager, taking over fields another manager changed (drift correction),
 // unless the controller's fields already hold the desired values: a
-// reconcile that changes nothing sends no write. It reports whether it
-// applied.
-func (r *Reconciler) applyIfChanged(ctx context.Context, desired runtime.ApplyConfiguration, owned any) (bool, error) {
-	same, err := sameApplyConfiguration(desired, owned)
+// reconcile that changes nothing sends no write. live is the object as
+// cached (nil when there is none) and extract gives the fields the
+// controller owns on it; extract runs only when the memo does not know
+// that this version of live already holds desired. An apply's response
+// (the new live object, managedFields included) is decoded into into,
+// which must be an empty object of live's type; the memo then knows that
+// version without extracting anything. It reports whether it applied.
+func (r *Reconciler) applyIfChanged(ctx context.Context, desired runtime.ApplyConfiguration, live, into client.Object, extract func() (any, error)) (bool, error) {
+	want, hash, err := desiredJSON(desired)
 	if err != nil {
-		return false, fmt.Errorf("comparing with the live object: %w", err)
+		return false, fmt.Errorf("encoding the desired object: %w", err)
 	}
-	if same {
-		return false, nil
+	if live != nil {
+		if r.applied.holds(live, hash) {
+			return false, nil
+		}
+		owned, err := extract()
+		if err != nil {
+			return false, fmt.Errorf("extracting owned fields: %w", err)
+		}
+		same, err := sameApplyConfiguration(want, owned)
+		if err != nil {
+			return false, fmt.Errorf("comparing with the live object: %w", err)
+		}
+		if same {
+			r.applied.record(live, hash)
+			return false, nil
+		}
+		if logger := log.FromContext(ctx).V(2); logger.Enabled() {
+			have, _ := json.Marshal(owned)
+			logger.Info("owned fields differ from the spec; applying", "desired", string(want), "owned", string(have))
+		}
 	}
-	if logger := log.FromContext(ctx).V(2); logger.Enabled() {
-		want, _ := json.Marshal(desired)
-		have, _ := json.Marshal(owned)
-		logger.Info("owned fields differ from the spec; applying", "desired", string(want), "owned", string(have))
+	// The desired object's JSON is the apply patch as is; the typed
+	// client decodes the answer (protobuf for built-in kinds) into into.
+	meta, ok := desired.(objectMetaOf)
+	if !ok {
+		return false, fmt.Errorf("%T has no object metadata", desired)
 	}
-	if err := r.Client.Apply(ctx, desired, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+	into.SetNamespace(ptr.Deref(meta.GetNamespace(), ""))
+	into.SetName(ptr.Deref(meta.GetName(), ""))
+	if err := r.Client.Patch(ctx, into, client.RawPatch(types.ApplyPatchType, want), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 		return false, err
 	}
+	r.applied.record(into, hash)
 	return true, nil
+}
+
+// objectMetaOf is implemented by every typed apply configuration.
+type objectMetaOf interface {
+	GetName() *string
+	GetNamespace() *string
 }
 
 // sameApplyConfiguration reports whether the fields this controller owns on
 // the live object (owned, extracted from its managedFields) already hold the
-// desired values. Both sides are compared in their JSON form, which is what
-// the apiserver would receive.
-func sameApplyConfiguration(desired, owned any) (bool, error) {
+// desired values (want: the desired configuration's JSON). Both sides are
+// compared in their JSON form, which is what the apiserver would receive.
+func sameApplyConfiguration(want []byte, owned any) (bool, error) {
 	if owned == nil {
 		return false, nil
 	}
-	a, err := toJSONValue(desired)
-	if err != nil {
+	var a any
+	if err := json.Unmarshal(want, &a); err != nil {
 		return false, err
 	}
 	b, err := toJSONValue(owned)

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/runbook-dev/runbook/api/cache/v1alpha1"
 )
@@ -45,19 +46,14 @@ func (r *Reconciler) applyStatefulSet(ctx context.Context, mc *cachev1alpha1.Mem
 	if err != nil {
 		return nil, err
 	}
-	var owned *appsv1ac.StatefulSetApplyConfiguration
+	var cached client.Object
 	if live != nil {
-		if owned, err = appsv1ac.ExtractStatefulSet(live, FieldManager); err != nil {
-			return nil, fmt.Errorf("extracting owned fields: %w", err)
-		}
+		cached = live
 	}
-	applied, err := r.applyIfChanged(ctx, desired, owned)
+	after := &appsv1.StatefulSet{}
+	applied, err := r.applyIfChanged(ctx, desired, cached, after, func() (any, error) { return appsv1ac.ExtractStatefulSet(live, FieldManager) })
 	if err != nil || !applied {
 		return live, err
-	}
-	after, err := convertInto(desired, &appsv1.StatefulSet{})
-	if err != nil {
-		return nil, fmt.Errorf("decoding the apply response: %w", err)
 	}
 	if live == nil {
 		obs.created = append(obs.created, fmt.Sprintf("StatefulSet (%d instances)", s.Size))

@@ -7,7 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -70,20 +72,36 @@ func (o *observation) blocked() bool {
 // previous status write; the writer then computes on a fresh read, so no
 // field is left at a value the cache no longer shows. Warning events go out
 // on the transition into a problem, not on every reconcile.
-func (r *Reconciler) writeStatus(ctx context.Context, mc *cachev1alpha1.Memcached, obs observation) error {
+//
+// A status that only passes through on the way to a settled one may be
+// held back for a moment (coalesce.go); writeStatus then says after how
+// long to reconcile again to write it.
+func (r *Reconciler) writeStatus(ctx context.Context, mc *cachev1alpha1.Memcached, obs observation) (time.Duration, error) {
 	var before []metav1.Condition
+	var held time.Duration
+	key := types.NamespacedName{Namespace: mc.Namespace, Name: mc.Name}
 	written, err := r.Status.Update(ctx, mc, func() error {
 		before = mc.Status.Conditions
-		mc.Status = computeStatus(mc, obs, r.Clock.Now())
+		now := r.Clock.Now()
+		next := computeStatus(mc, obs, now)
+		if equality.Semantic.DeepEqual(&next, &mc.Status) {
+			r.pacer.caughtUp(key)
+			held = 0
+			return nil
+		}
+		if held = r.pacer.hold(key, &mc.Status, &next, now); held > 0 {
+			return nil
+		}
+		mc.Status = next
 		return nil
 	})
 	if err != nil || !written {
-		return err
+		return held, err
 	}
 	r.reportDegraded(mc, before)
 	st := &mc.Status
 	log.FromContext(ctx).V(1).Info("status updated", "replicas", st.Replicas, "ready", st.ReadyReplicas, "servers", len(st.Servers))
-	return nil
+	return 0, nil
 }
 
 // computeStatus derives the whole status from the observation and mc's
