@@ -15,6 +15,17 @@ import (
 // policy again.
 const maxRedirects = 10
 
+// maxConnsPerHost bounds the connections one namespace's probes keep to
+// one host, busy and idle alike. Probes of a namespace share them by
+// keep-alive: thousands of probes at a one-second period need a handful
+// of connections, not one each. Idle ones are kept up to the same bound,
+// so a burst above the usual concurrency does not close connections only
+// to dial them again a second later (each dial is a network policy check,
+// two goroutines and a TCP handshake on both sides). It is above the
+// default --probe-max-per-namespace (100): at the defaults no probe ever
+// waits for a connection; past it a probe waits within its own timeout.
+const maxConnsPerHost = 128
+
 // httpClients keeps one HTTP client per namespace that has httpGet
 // probes. A connection pool shared by all namespaces would hand a
 // connection opened (and allowed) for one namespace's probe to another's
@@ -67,8 +78,9 @@ func (c *httpClients) newClient(ns string) *http.Client {
 		// No Proxy: the policy must judge the target, not a proxy.
 		DialContext:         c.network.Dialer(ns, 0).DialContext,
 		TLSClientConfig:     &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // like kubelet HTTPS probes: no CA to verify against
-		MaxIdleConns:        256,
-		MaxIdleConnsPerHost: 64,
+		MaxIdleConns:        2 * maxConnsPerHost,
+		MaxIdleConnsPerHost: maxConnsPerHost,
+		MaxConnsPerHost:     maxConnsPerHost,
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
 		// A hostile server must not make the manager buffer its headers.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 	"github.com/runbook-dev/runbook/internal/netpolicy"
 )
 
@@ -98,22 +99,58 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 	return nil
 }
 
-func (m *Metrics) observeProbe(typ, result string, d time.Duration) {
-	if m == nil {
-		return
-	}
-	m.probeResults.WithLabelValues(typ, result).Inc()
-	m.probeDuration.WithLabelValues(typ).Observe(d.Seconds())
+// probeMetrics are the collectors of one trigger type with their labels
+// already looked up: a worker observes every period, and a label lookup
+// hashes and locks each time.
+type probeMetrics struct {
+	success, failure, errored prometheus.Counter
+	duration, drift           prometheus.Observer
+	// results finds the counter of a result outside the three above.
+	results *prometheus.CounterVec
+	typ     string
 }
 
-func (m *Metrics) observeDrift(typ string, d time.Duration) {
+// forType returns the collectors of trigger type typ; nil when m is nil
+// (its methods then do nothing).
+func (m *Metrics) forType(typ string) *probeMetrics {
 	if m == nil {
+		return nil
+	}
+	return &probeMetrics{
+		success:  m.probeResults.WithLabelValues(typ, autorebootv1alpha1.ResultSuccess),
+		failure:  m.probeResults.WithLabelValues(typ, autorebootv1alpha1.ResultFailure),
+		errored:  m.probeResults.WithLabelValues(typ, autorebootv1alpha1.ResultError),
+		duration: m.probeDuration.WithLabelValues(typ),
+		drift:    m.probeDrift.WithLabelValues(typ),
+		results:  m.probeResults,
+		typ:      typ,
+	}
+}
+
+// observe counts one result and its duration.
+func (pm *probeMetrics) observe(result string, d time.Duration) {
+	if pm == nil {
 		return
 	}
-	if d < 0 {
-		d = 0
+	switch result {
+	case autorebootv1alpha1.ResultSuccess:
+		pm.success.Inc()
+	case autorebootv1alpha1.ResultFailure:
+		pm.failure.Inc()
+	case autorebootv1alpha1.ResultError:
+		pm.errored.Inc()
+	default:
+		pm.results.WithLabelValues(pm.typ, result).Inc()
 	}
-	m.probeDrift.WithLabelValues(typ).Observe(d.Seconds())
+	pm.duration.Observe(d.Seconds())
+}
+
+// observeDrift records how late a probe started (never below 0).
+func (pm *probeMetrics) observeDrift(d time.Duration) {
+	if pm == nil {
+		return
+	}
+	pm.drift.Observe(max(d, 0).Seconds())
 }
 
 func (m *Metrics) triggerFired(typ string) {

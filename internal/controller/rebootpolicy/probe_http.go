@@ -19,12 +19,27 @@ type httpProber struct {
 	client  *http.Client
 	release func()
 	url     string
-	host    string
-	headers http.Header
+	// req is built once: a probe only gives it its context (a shallow
+	// copy), instead of parsing the URL and cloning the headers every
+	// period. Nothing writes to it or to its Header after construction
+	// (the client forks a request before changing it), so the copies of
+	// consecutive probes may share them.
+	req *http.Request
 }
 
 // newHTTPProber builds the request of a trigger validateTrigger accepted.
 func newHTTPProber(clients *httpClients, namespace string, t autorebootv1alpha1.Trigger) (prober, error) {
+	req, err := httpProbeRequest(t)
+	if err != nil {
+		return nil, err
+	}
+	p := &httpProber{url: req.URL.String(), req: req}
+	p.client, p.release = clients.acquire(namespace)
+	return p, nil
+}
+
+// httpProbeRequest is the GET an httpGet trigger sends, without a context.
+func httpProbeRequest(t autorebootv1alpha1.Trigger) (*http.Request, error) {
 	g := t.Probe.HTTPGet
 	host := g.Host
 	if host == "" {
@@ -46,34 +61,28 @@ func newHTTPProber(clients *httpClients, namespace string, t autorebootv1alpha1.
 	if err != nil {
 		return nil, fmt.Errorf("probe.httpGet.path: not a URL path")
 	}
-	p := &httpProber{url: u.String(), headers: http.Header{}}
+	req, err := http.NewRequest(http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("probe.httpGet: not a valid request")
+	}
 	for _, h := range g.HTTPHeaders {
 		if strings.EqualFold(h.Name, "Host") {
-			p.host = h.Value
+			req.Host = h.Value
 			continue
 		}
-		p.headers.Add(h.Name, h.Value)
+		req.Header.Add(h.Name, h.Value)
 	}
-	if p.headers.Get("User-Agent") == "" {
-		p.headers.Set("User-Agent", "runbook-rebootpolicy")
+	if req.Header.Get("User-Agent") == "" {
+		req.Header.Set("User-Agent", "runbook-rebootpolicy")
 	}
-	p.client, p.release = clients.acquire(namespace)
-	return p, nil
+	return req, nil
 }
 
 func (p *httpProber) kind() string { return typeHTTP }
 func (p *httpProber) close()       { p.release() }
 
 func (p *httpProber) probe(ctx context.Context) observation {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url, nil)
-	if err != nil {
-		return observation{result: autorebootv1alpha1.ResultError, reason: autorebootv1alpha1.ReasonInvalidSpec, message: "GET " + p.url + ": invalid request"}
-	}
-	req.Header = p.headers.Clone()
-	if p.host != "" {
-		req.Host = p.host
-	}
-	resp, err := p.client.Do(req)
+	resp, err := p.client.Do(p.req.WithContext(ctx))
 	if err != nil {
 		return networkObservation(ctx, err, "GET "+p.url)
 	}

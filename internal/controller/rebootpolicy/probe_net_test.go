@@ -65,7 +65,7 @@ func TestRedirectToARefusedAddressIsRefused(t *testing.T) {
 	}
 }
 
-func splitHostPort(t *testing.T, addr string) (string, int) {
+func splitHostPort(t testing.TB, addr string) (string, int) {
 	t.Helper()
 	h, p, err := net.SplitHostPort(addr)
 	if err != nil {

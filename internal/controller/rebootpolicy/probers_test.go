@@ -27,7 +27,7 @@ func (emptyCluster) APIServerAddrs(context.Context) ([]netip.Addr, error) { retu
 
 // testProbers builds the production probers with allow as the admin's
 // --probe-allow (e.g. the test server's exact 127.0.0.1:port).
-func testProbers(t *testing.T, reader client.Reader, settings ProbeSettings, allow ...string) *probers {
+func testProbers(t testing.TB, reader client.Reader, settings ProbeSettings, allow ...string) *probers {
 	t.Helper()
 	rules, err := netpolicy.ParseRules(strings.Join(allow, ","))
 	if err != nil {

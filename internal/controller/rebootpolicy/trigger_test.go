@@ -156,7 +156,7 @@ func TestDataFingerprint(t *testing.T) {
 	}
 }
 
-func testKeys(t *testing.T) *fingerprint.Source {
+func testKeys(t testing.TB) *fingerprint.Source {
 	t.Helper()
 	k, err := fingerprint.NewKey([]byte("unit-test-key-unit-test-key-0123"))
 	if err != nil {

@@ -200,6 +200,8 @@ func (w *Workers) startLocked(s workerSpec) {
 		spec:  s,
 		clock: w.clock,
 		log:   w.log.WithValues("rebootpolicy", s.Key.Object.String(), "policy", s.Key.Policy),
+		// Looked up once per worker, not once per period.
+		results: w.metrics.forType(triggerType(s.Trigger)),
 	}
 	wk.state = newTriggerStateFor(s)
 	w.workers[s.Key] = wk
@@ -272,6 +274,8 @@ type worker struct {
 	clock  clock.Clock
 	log    logr.Logger
 	cancel context.CancelFunc
+	// results are the result and duration collectors of the trigger type.
+	results *probeMetrics
 
 	mu       sync.Mutex
 	state    *triggerState
@@ -343,7 +347,7 @@ func (wk *worker) run(ctx context.Context, w *Workers) {
 	next := wk.clock.Now().Add(delay)
 	timer := wk.clock.NewTimer(delay)
 	defer timer.Stop()
-	typ := p.kind()
+	drift := w.metrics.forType(p.kind())
 	for {
 		select {
 		case <-ctx.Done():
@@ -355,7 +359,7 @@ func (wk *worker) run(ctx context.Context, w *Workers) {
 		case <-timer.C():
 		}
 		start := wk.clock.Now()
-		w.metrics.observeDrift(typ, start.Sub(next))
+		drift.observeDrift(start.Sub(next))
 		if !wk.probeOnce(ctx, w, timeout, p.probe) {
 			return
 		}
@@ -379,7 +383,7 @@ func (wk *worker) probeOnce(ctx context.Context, w *Workers, timeout time.Durati
 	if ctx.Err() != nil {
 		return false
 	}
-	w.metrics.observeProbe(triggerType(wk.spec.Trigger), obs.result, wk.clock.Since(start))
+	wk.results.observe(obs.result, wk.clock.Since(start))
 	wk.publish(ctx, w, obs)
 	return true
 }

@@ -154,7 +154,7 @@ func runReferencedBench(b *testing.B) {
 	rb.settle(ctx, b, created)
 
 	// Steady state: nothing changes; measuring it is the point of this wait.
-	cpu0, _ := cpuSeconds(rb.mgr.Pid())
+	cpu0, _ := benchkit.CPUSeconds(rb.mgr.Pid())
 	from := time.Now()
 	select {
 	case <-time.After(steady):
@@ -162,9 +162,9 @@ func runReferencedBench(b *testing.B) {
 		rb.sum.Fatalf(b, "the manager exited during the steady window")
 	}
 	to := time.Now()
-	cpu1, _ := cpuSeconds(rb.mgr.Pid())
+	cpu1, _ := benchkit.CPUSeconds(rb.mgr.Pid())
 	cores := (cpu1 - cpu0) / to.Sub(from).Seconds()
-	rss := rssMiB(rb.mgr.Pid())
+	rss := benchkit.RSSMiB(rb.mgr.Pid())
 
 	lat := rb.ownChanges(ctx, b, ownChanges)
 	sharedFrom := time.Now()
@@ -229,7 +229,7 @@ func (rb *refBench) setup(ctx context.Context, b *testing.B) {
 	if err != nil {
 		rb.sum.Fatalf(b, "%v", err)
 	}
-	bin, err := cluster.BuildManager(ctx, dir)
+	bin, _, err := benchkit.BuildReleaseManager(ctx, dir)
 	if err != nil {
 		rb.sum.Fatalf(b, "%v", err)
 	}
@@ -448,7 +448,7 @@ func (rb *refBench) sharedChange(ctx context.Context, b *testing.B) (time.Durati
 		rb.sum.Fatalf(b, "%v", err)
 	}
 	cm.Data["v"] = "1"
-	cpu0, _ := cpuSeconds(rb.mgr.Pid())
+	cpu0, _ := benchkit.CPUSeconds(rb.mgr.Pid())
 	start := time.Now()
 	if err := rb.k8s.Update(ctx, &cm); err != nil {
 		rb.sum.Fatalf(b, "%v", err)
@@ -459,7 +459,7 @@ func (rb *refBench) sharedChange(ctx context.Context, b *testing.B) (time.Durati
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		for {
-			if r := uint64(rssMiB(rb.mgr.Pid())); r > peak.Load() {
+			if r := uint64(benchkit.RSSMiB(rb.mgr.Pid())); r > peak.Load() {
 				peak.Store(r)
 			}
 			select {
@@ -476,7 +476,7 @@ func (rb *refBench) sharedChange(ctx context.Context, b *testing.B) (time.Durati
 	})
 	close(stop)
 	took := time.Since(start)
-	cpu1, _ := cpuSeconds(rb.mgr.Pid())
+	cpu1, _ := benchkit.CPUSeconds(rb.mgr.Pid())
 	if err != nil {
 		rb.sum.Target(false, "shared change: %s", progress)
 		rb.sum.Fatalf(b, "shared change: %v", err)

@@ -1,0 +1,73 @@
+package rebootpolicy
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+)
+
+func histogramCount(t *testing.T, o prometheus.Observer) uint64 {
+	t.Helper()
+	var m dto.Metric
+	if err := o.(prometheus.Metric).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleCount()
+}
+
+// The collectors looked up once per worker count exactly what a lookup per
+// observation counted.
+func TestProbeMetricsForType(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		results []string
+		want    map[string]float64
+	}{
+		{name: "none", want: map[string]float64{}},
+		{name: "the three results", results: []string{autorebootv1alpha1.ResultSuccess, autorebootv1alpha1.ResultSuccess,
+			autorebootv1alpha1.ResultFailure, autorebootv1alpha1.ResultError},
+			want: map[string]float64{autorebootv1alpha1.ResultSuccess: 2, autorebootv1alpha1.ResultFailure: 1, autorebootv1alpha1.ResultError: 1}},
+		{name: "a result outside them", results: []string{"Unknown", autorebootv1alpha1.ResultFailure},
+			want: map[string]float64{"Unknown": 1, autorebootv1alpha1.ResultFailure: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewMetrics()
+			pm := m.forType(typeHTTP)
+			for _, r := range tc.results {
+				pm.observe(r, time.Millisecond)
+			}
+			pm.observeDrift(-time.Second) // a timer that fired early counts as on time
+			for _, r := range []string{autorebootv1alpha1.ResultSuccess, autorebootv1alpha1.ResultFailure, autorebootv1alpha1.ResultError, "Unknown"} {
+				if got := counterValue(t, m.probeResults.WithLabelValues(typeHTTP, r)); got != tc.want[r] {
+					t.Errorf("%s: %v, want %v", r, got, tc.want[r])
+				}
+				if got := counterValue(t, m.probeResults.WithLabelValues(typeTCP, r)); got != 0 {
+					t.Errorf("%s of another type: %v", r, got)
+				}
+			}
+			if got := histogramCount(t, m.probeDuration.WithLabelValues(typeHTTP)); got != uint64(len(tc.results)) {
+				t.Errorf("durations observed %d, want %d", got, len(tc.results))
+			}
+			var d dto.Metric
+			_ = m.probeDrift.WithLabelValues(typeHTTP).(prometheus.Metric).Write(&d)
+			if d.GetHistogram().GetSampleCount() != 1 || d.GetHistogram().GetSampleSum() != 0 {
+				t.Errorf("drift: %d samples, sum %v; want 1, 0", d.GetHistogram().GetSampleCount(), d.GetHistogram().GetSampleSum())
+			}
+		})
+	}
+}
+
+// Without metrics (tests, tools) observing does nothing.
+func TestProbeMetricsNil(t *testing.T) {
+	var m *Metrics
+	pm := m.forType(typeHTTP)
+	if pm != nil {
+		t.Fatal("collectors from nil metrics")
+	}
+	pm.observe(autorebootv1alpha1.ResultSuccess, time.Second)
+	pm.observeDrift(time.Second)
+}
