@@ -190,7 +190,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 			return nil, err
 		}
 	}
-	access := workloadAccess{cache: opts.Cache, apiReader: mgr.GetAPIReader(), patcher: newWorkloadPatcher(workloads)}
+	access := workloadAccess{cache: opts.Cache, apiReader: mgr.GetAPIReader(), patcher: newWorkloadPatcher(workloads), informers: opts.Cache}
 	r, err := newReconciler(dependencies{
 		client: mgr.GetClient(), access: access,
 		status: status.NewWriter(mgr.GetClient(), mgr.GetAPIReader(), status.FieldOwner(Name)),

@@ -58,14 +58,29 @@ func workloadPredicate() predicate.Predicate {
 }
 
 // workloadSource watches a kind of workload (obj is an empty object of it).
+// The own-write filter comes first: it also tells the write tracker that
+// the cache caught up, whatever the other predicates say.
 func (r *Reconciler) workloadSource(c cache.Cache, obj client.Object) source.Source {
-	return source.Kind(c, obj, handler.EnqueueRequestsFromMapFunc(r.scalersForWorkload), workloadPredicate())
+	return source.Kind(c, obj, handler.EnqueueRequestsFromMapFunc(r.scalersForWorkload), r.notOwnWrite(), workloadPredicate())
+}
+
+// notOwnWrite drops the update events that only echo the controller's own
+// workload writes. A park of 20,000 workloads is followed by 20,000 such
+// events; each would map the workload to its NSScalers (twice: old and new
+// object) and queue a reconcile that lists and decides on every workload
+// again, only to find what the reconcile that wrote them already counted.
+// An update by anyone else has another resourceVersion and passes.
+func (r *Reconciler) notOwnWrite() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectNew == nil || !r.tracker.observed(e.ObjectNew.GetUID(), e.ObjectNew.GetResourceVersion())
+	}}
 }
 
 // informerSource watches a run-time kind through its informer (started
 // and, if need be, removed by dynamicKinds).
 func (r *Reconciler) informerSource(inf cache.Informer) source.Source {
-	return &source.Informer{Informer: inf, Handler: handler.EnqueueRequestsFromMapFunc(r.scalersForWorkload), Predicates: []predicate.Predicate{workloadPredicate()}}
+	return &source.Informer{Informer: inf, Handler: handler.EnqueueRequestsFromMapFunc(r.scalersForWorkload),
+		Predicates: []predicate.Predicate{r.notOwnWrite(), workloadPredicate()}}
 }
 
 func createOrDelete() predicate.Funcs {

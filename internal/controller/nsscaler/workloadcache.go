@@ -62,7 +62,8 @@ type managedCache struct{ cache.Cache }
 func (m managedCache) GetCache() cache.Cache { return m.Cache }
 
 // trimAndShareLabels is the cache transform: trimObject, then the labels of
-// a workload shared with every other workload that has the same ones.
+// a workload shared with every other workload that has the same ones, and
+// the built-in workloads held as cachedWorkloads.
 func trimAndShareLabels(in *labelInterner) toolscache.TransformFunc {
 	return func(o any) (any, error) {
 		out, err := trimObject(o)
@@ -75,7 +76,7 @@ func trimAndShareLabels(in *labelInterner) toolscache.TransformFunc {
 		case *appsv1.Deployment, *appsv1.StatefulSet, *batchv1.CronJob:
 			in.intern(obj.(metav1.Object))
 		}
-		return out, nil
+		return compactWorkload(out), nil
 	}
 }
 

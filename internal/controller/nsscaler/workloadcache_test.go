@@ -131,7 +131,7 @@ func TestLabelsAreShared(t *testing.T) {
 	a1, _ := trim(labelled("a"))
 	a2, _ := trim(labelled("a"))
 	b, _ := trim(labelled("b"))
-	la1, la2, lb := a1.(*appsv1.Deployment).Labels, a2.(*appsv1.Deployment).Labels, b.(*appsv1.Deployment).Labels
+	la1, la2, lb := a1.(metav1.Object).GetLabels(), a2.(metav1.Object).GetLabels(), b.(metav1.Object).GetLabels()
 	if reflect.ValueOf(la1).UnsafePointer() != reflect.ValueOf(la2).UnsafePointer() {
 		t.Fatal("two Deployments with the same labels keep two maps")
 	}

@@ -55,11 +55,22 @@ type job struct {
 	d Decision
 }
 
-// outcome is what happened to one job.
+// outcome is what happened to one job: only what the status, the events
+// and the metrics count (a mass park keeps one per workload until the
+// pass ends).
 type outcome struct {
-	job
-	done Action // the action actually written (none if nothing was needed)
-	err  error
+	namespace string
+	kind      KindKey
+	// target and action are the decision's.
+	target bool
+	action Action
+	done   Action // the action actually written (none if nothing was needed)
+	err    error
+}
+
+// outcomeOf is j's outcome: done written, or err.
+func outcomeOf(j job, done Action, err error) outcome {
+	return outcome{namespace: j.w.Namespace, kind: j.w.Kind, target: j.d.Target, action: j.d.Action, done: done, err: err}
 }
 
 // reconcileWorkloads decides on every workload of every handled kind and,
@@ -67,8 +78,9 @@ type outcome struct {
 // failing workload never stops the others: failures are collected in obs.
 func (r *Reconciler) reconcileWorkloads(ctx context.Context, scaler *scalingv1alpha1.NSScaler, handlers []kindHandler, p *workloadPass) {
 	obs := p.obs
-	jobs := r.decideAll(ctx, scaler, p, handlers)
-	outcomes := r.runJobs(ctx, p, jobs)
+	writes := r.newWritePool(ctx, p)
+	r.decideAll(ctx, scaler, p, handlers, writes.submit)
+	outcomes := writes.wait()
 	r.emitNamespaceEvents(scaler, p.tally(outcomes))
 	r.emitDryRunEvents(scaler, p.dryTallies, obs.nextTransition)
 	if p.act {
@@ -83,23 +95,22 @@ func (r *Reconciler) reconcileWorkloads(ctx context.Context, scaler *scalingv1al
 }
 
 // decideAll lists every kind and decides on each workload: what needs a
-// write becomes a job, the rest is counted at once. One kind that cannot
-// be listed does not stop the others.
-func (r *Reconciler) decideAll(ctx context.Context, scaler *scalingv1alpha1.NSScaler, p *workloadPass, handlers []kindHandler) []job {
+// write becomes a job handed to write at once (the first writes are in
+// flight while the later workloads are decided), the rest is counted. One
+// kind that cannot be listed does not stop the others.
+func (r *Reconciler) decideAll(ctx context.Context, scaler *scalingv1alpha1.NSScaler, p *workloadPass, handlers []kindHandler, write func(job)) {
 	lists := r.listAll(ctx, p, handlers)
 	p.crossReference(lists, handlers)
-	var jobs []job
 	for i, h := range handlers {
 		for _, w := range lists[i] {
 			if p.contested(ctx, r, scaler, h, w) {
 				continue
 			}
-			if j, write := p.decide(h, w); write {
-				jobs = append(jobs, j)
+			if j, needed := p.decide(h, w); needed {
+				write(j)
 			}
 		}
 	}
-	return jobs
 }
 
 // listAll lists every handled kind (each workload as the controller last
@@ -112,15 +123,26 @@ func (r *Reconciler) listAll(ctx context.Context, p *workloadPass, handlers []ki
 			p.obs.kindUnhandled(h.key(), err)
 			continue
 		}
-		seen := make(map[types.UID]struct{}, len(ws))
-		for j := range ws {
-			seen[ws[j].UID] = struct{}{}
-			ws[j] = r.tracker.freshest(ws[j])
-		}
-		r.tracker.forget(h.key(), seen)
+		r.freshen(h.key(), ws)
 		lists[i] = ws
 	}
 	return lists
+}
+
+// freshen replaces cached workloads of kind k by the controller's newer
+// writes, and forgets the writes of objects that are gone. The watch drops
+// most tracked writes as it sees them (notOwnWrite): with none left, the
+// list is not even looked at.
+func (r *Reconciler) freshen(k KindKey, ws []Workload) {
+	if r.tracker.pending() == 0 {
+		return
+	}
+	seen := make(map[types.UID]struct{}, len(ws))
+	for j := range ws {
+		seen[ws[j].UID] = struct{}{}
+		ws[j] = r.tracker.freshest(ws[j])
+	}
+	r.tracker.forget(k, seen)
 }
 
 // crossReference sets what a workload's decision needs beyond the workload
@@ -227,7 +249,13 @@ func (p *workloadPass) countDryRun(w Workload, a Action) {
 // count adds a workload's final state to the status counters. settled is
 // true when the workload is in the state its decision wants.
 func (p *workloadPass) count(w Workload, d Decision, settled bool) {
-	if d.Target {
+	p.countFinal(w.Kind, d.Target, d.Action, settled)
+}
+
+// countFinal is count of a workload of kind whose decision was target and
+// action.
+func (p *workloadPass) countFinal(kind KindKey, target bool, action Action, settled bool) {
+	if target {
 		if settled {
 			p.obs.parkedWorkloads++
 		} else {
@@ -236,8 +264,8 @@ func (p *workloadPass) count(w Workload, d Decision, settled bool) {
 	}
 	// A custom kind stays watched while it has objects this NSScaler holds
 	// parked or still has to restore.
-	if w.Kind.Group != "" && (d.Target || d.Action == ActionRestore) {
-		p.parkedKinds.Insert(w.Kind)
+	if kind.Group != "" && (target || action == ActionRestore) {
+		p.parkedKinds.Insert(kind)
 	}
 }
 
@@ -246,10 +274,10 @@ func (p *workloadPass) count(w Workload, d Decision, settled bool) {
 func (p *workloadPass) tally(outcomes []outcome) map[string]*namespaceTally {
 	tallies := map[string]*namespaceTally{}
 	for _, o := range outcomes {
-		t := tallies[o.w.Namespace]
+		t := tallies[o.namespace]
 		if t == nil {
 			t = &namespaceTally{}
-			tallies[o.w.Namespace] = t
+			tallies[o.namespace] = t
 		}
 		switch {
 		case o.err != nil:
@@ -258,39 +286,84 @@ func (p *workloadPass) tally(outcomes []outcome) map[string]*namespaceTally {
 				t.firstErr = o.err
 			}
 			p.obs.workloadErrs = append(p.obs.workloadErrs, o.err)
-			p.count(o.w, o.d, false)
+			p.countFinal(o.kind, o.target, o.action, false)
 		case o.done == ActionPark:
 			t.parked++
-			p.count(o.w, o.d, true)
+			p.countFinal(o.kind, o.target, o.action, true)
 		case o.done == ActionRestore:
 			t.restored++
 		default:
-			p.count(o.w, o.d, true)
+			p.countFinal(o.kind, o.target, o.action, true)
 		}
 	}
 	return tallies
 }
 
-// runJobs writes the jobs, writeConcurrency at a time, and measures the
-// park and restore passes.
-func (r *Reconciler) runJobs(ctx context.Context, p *workloadPass, jobs []job) []outcome {
-	if len(jobs) == 0 {
-		return nil
+// writePool writes one reconcile's jobs, writeConcurrency at a time, as
+// they are decided. Its writers start with the first job: a reconcile with
+// nothing to write starts none.
+type writePool struct {
+	ctx       context.Context
+	r         *Reconciler
+	p         *workloadPass
+	jobs      chan job
+	wg        sync.WaitGroup
+	perWriter [][]outcome
+	start     time.Time
+	submitted int
+}
+
+func (r *Reconciler) newWritePool(ctx context.Context, p *workloadPass) *writePool {
+	return &writePool{ctx: ctx, r: r, p: p}
+}
+
+// submit hands a job to the writers; it blocks while all of them are busy
+// and the small queue is full, which paces the decisions to the writes.
+func (wp *writePool) submit(j job) {
+	if wp.jobs == nil {
+		wp.startWriters()
 	}
-	start := r.clock.Now()
-	outcomes := make([]outcome, len(jobs))
-	sem := make(chan struct{}, r.writeConcurrency)
-	var wg sync.WaitGroup
-	for i := range jobs {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			outcomes[i] = r.writeWorkload(ctx, p, jobs[i])
+	wp.submitted++
+	wp.jobs <- j
+}
+
+func (wp *writePool) startWriters() {
+	n := wp.r.writeConcurrency
+	wp.start = wp.r.clock.Now()
+	wp.jobs = make(chan job, n)
+	wp.perWriter = make([][]outcome, n)
+	for i := range n {
+		wp.wg.Go(func() {
+			for j := range wp.jobs {
+				wp.perWriter[i] = append(wp.perWriter[i], wp.r.writeWorkload(wp.ctx, wp.p, j))
+			}
 		})
 	}
-	wg.Wait()
-	r.observeWritePass(ctx, p.self, outcomes, r.clock.Since(start).Seconds())
+}
+
+// wait waits for the submitted jobs, measures the pass, and returns their
+// outcomes.
+func (wp *writePool) wait() []outcome {
+	if wp.jobs == nil {
+		return nil
+	}
+	close(wp.jobs)
+	wp.wg.Wait()
+	outcomes := make([]outcome, 0, wp.submitted)
+	for _, written := range wp.perWriter {
+		outcomes = append(outcomes, written...)
+	}
+	wp.r.observeWritePass(wp.ctx, wp.p.self, outcomes, wp.r.clock.Since(wp.start).Seconds())
 	return outcomes
+}
+
+// runJobs writes jobs through a write pool and returns their outcomes.
+func (r *Reconciler) runJobs(ctx context.Context, p *workloadPass, jobs []job) []outcome {
+	wp := r.newWritePool(ctx, p)
+	for _, j := range jobs {
+		wp.submit(j)
+	}
+	return wp.wait()
 }
 
 // observeWritePass records the duration of a park or restore pass.
@@ -319,7 +392,7 @@ func (r *Reconciler) observeWritePass(ctx context.Context, self string, outcomes
 func (r *Reconciler) writeWorkload(ctx context.Context, p *workloadPass, j job) outcome {
 	for attempt := 0; ; attempt++ {
 		if j.d.Action == ActionNone {
-			return outcome{job: j}
+			return outcomeOf(j, ActionNone, nil)
 		}
 		op := j.d.Action.String()
 		written, err := perform(ctx, j)
@@ -327,12 +400,12 @@ func (r *Reconciler) writeWorkload(ctx context.Context, p *workloadPass, j job) 
 		case err == nil:
 			r.metrics.Writes.WithLabelValues(p.self, op, "ok").Inc()
 			r.tracker.record(written)
-			return outcome{job: job{h: j.h, w: written, d: j.d}, done: j.d.Action}
+			return outcomeOf(j, j.d.Action, nil)
 		case apierrors.IsNotFound(err):
-			return outcome{job: job{h: j.h, w: j.w}}
+			return outcomeOf(job{h: j.h, w: j.w}, ActionNone, nil)
 		case !apierrors.IsConflict(err) || attempt >= maxConflictRetries:
 			r.metrics.Writes.WithLabelValues(p.self, op, "error").Inc()
-			return outcome{job: j, err: fmt.Errorf("%s %s: %w", op, workloadRef(j.w), err)}
+			return outcomeOf(j, ActionNone, fmt.Errorf("%s %s: %w", op, workloadRef(j.w), err))
 		}
 		r.metrics.Writes.WithLabelValues(p.self, op, "conflict").Inc()
 		var failed *outcome
@@ -365,14 +438,17 @@ func (p *workloadPass) redecide(ctx context.Context, j job) (job, *outcome) {
 	fresh, found, err := j.h.get(ctx, j.w.Namespace, j.w.Name)
 	switch {
 	case err != nil:
-		return j, &outcome{job: j, err: err}
+		o := outcomeOf(j, ActionNone, err)
+		return j, &o
 	case !found:
-		return j, &outcome{job: job{h: j.h, w: j.w}}
+		o := outcomeOf(job{h: j.h, w: j.w}, ActionNone, nil)
+		return j, &o
 	}
 	d, err := Decide(fresh, p.plan, p.kinds, p.self)
 	next := job{h: j.h, w: fresh, d: d}
 	if err != nil {
-		return next, &outcome{job: next, err: fmt.Errorf("%s: %w", workloadRef(fresh), err)}
+		o := outcomeOf(next, ActionNone, fmt.Errorf("%s: %w", workloadRef(fresh), err))
+		return next, &o
 	}
 	return next, nil
 }

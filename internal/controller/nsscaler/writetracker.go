@@ -10,7 +10,11 @@ import (
 // writeTracker remembers the state the controller itself wrote, per object,
 // until the informer cache has caught up with it. A reconcile that runs while
 // the cache is still behind its own writes then decides on what it wrote, not
-// on the stale copy, and does not write the same change twice.
+// on the stale copy, and does not write the same change twice. The watch
+// tells it when the cache caught up (observed): an update that is the
+// controller's own write needs no reconcile — the one that wrote it counted
+// it already — and the entry is dropped then, so that a mass park leaves no
+// entries behind until the next reconcile.
 type writeTracker struct {
 	mu      sync.Mutex
 	written map[types.UID]Workload
@@ -39,6 +43,31 @@ func (t *writeTracker) freshest(cached Workload) Workload {
 	}
 	delete(t.written, cached.UID)
 	return cached
+}
+
+// observed is told of each update of a workload the cache applied, with the
+// object's new resourceVersion. Once the cache holds the written state or a
+// newer one the entry is dropped; own is true when the update is exactly the
+// controller's own write.
+func (t *writeTracker) observed(uid types.UID, resourceVersion string) (own bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	w, ok := t.written[uid]
+	if !ok {
+		return false
+	}
+	cmp, err := resourceversion.CompareResourceVersion(resourceVersion, w.ResourceVersion)
+	if err != nil || cmp >= 0 {
+		delete(t.written, uid)
+	}
+	return err == nil && cmp == 0
+}
+
+// pending is how many writes the cache has not caught up with yet.
+func (t *writeTracker) pending() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.written)
 }
 
 // forget drops entries of objects of kind k that are gone.

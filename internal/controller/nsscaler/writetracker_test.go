@@ -1,0 +1,158 @@
+package nsscaler
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+)
+
+func TestTrackerObservedDropsCaughtUpWritesAndTellsOwnOnes(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		written   string // the resourceVersion the controller wrote ("" none)
+		observed  string // the resourceVersion of the update the cache applied
+		wantOwn   bool
+		wantEntry bool // the written state is still remembered afterwards
+	}{
+		{name: "nothing written", observed: "7"},
+		{name: "the own write", written: "7", observed: "7", wantOwn: true},
+		{name: "an older update, before the write reached the cache", written: "7", observed: "5", wantEntry: true},
+		{name: "a newer update by someone else", written: "7", observed: "9"},
+		{name: "resourceVersions that do not compare", written: "7", observed: "x"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := newWriteTracker()
+			if tt.written != "" {
+				tr.record(Workload{Kind: kindDeployment, UID: "u", ResourceVersion: tt.written})
+			}
+			if own := tr.observed("u", tt.observed); own != tt.wantOwn {
+				t.Errorf("own = %v, want %v", own, tt.wantOwn)
+			}
+			if got := tr.pending() == 1; got != tt.wantEntry {
+				t.Errorf("entry kept = %v, want %v", got, tt.wantEntry)
+			}
+		})
+	}
+}
+
+func TestNotOwnWriteFiltersOnlyTheEchoOfOwnWrites(t *testing.T) {
+	deploy := func(uid, rv string) *appsv1.Deployment {
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: types.UID(uid), ResourceVersion: rv}}
+	}
+	for _, tt := range []struct {
+		name    string
+		written *Workload
+		newObj  *appsv1.Deployment
+		want    bool
+	}{
+		{name: "an update nobody here wrote", newObj: deploy("u", "3"), want: true},
+		{name: "the echo of the park", written: &Workload{UID: "u", ResourceVersion: "3"}, newObj: deploy("u", "3"), want: false},
+		{name: "someone scaled it up after the park", written: &Workload{UID: "u", ResourceVersion: "3"}, newObj: deploy("u", "4"), want: true},
+		{name: "another workload", written: &Workload{UID: "u", ResourceVersion: "3"}, newObj: deploy("v", "3"), want: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := testReconciler(t)
+			if tt.written != nil {
+				r.tracker.record(*tt.written)
+			}
+			got := r.notOwnWrite().Update(event.UpdateEvent{ObjectOld: deploy("u", "2"), ObjectNew: tt.newObj})
+			if got != tt.want {
+				t.Errorf("update passes = %v, want %v", got, tt.want)
+			}
+			if r.notOwnWrite().Create(event.CreateEvent{Object: tt.newObj}) != true {
+				t.Error("a creation must always pass")
+			}
+		})
+	}
+}
+
+// countingHandler parks everything, counting the writes in flight.
+type countingHandler struct {
+	fakeHandler
+	mu             sync.Mutex
+	inFlight, most int
+	release        chan struct{}
+}
+
+func (c *countingHandler) park(_ context.Context, w Workload, _ *Original) (Workload, error) {
+	c.mu.Lock()
+	c.inFlight++
+	c.most = max(c.most, c.inFlight)
+	c.mu.Unlock()
+	<-c.release
+	c.mu.Lock()
+	c.inFlight--
+	c.mu.Unlock()
+	if w.Name == "gone" {
+		return Workload{}, apierrors.NewNotFound(schema.GroupResource{Resource: "deployments"}, w.Name)
+	}
+	if w.Name == "denied" {
+		return Workload{}, apierrors.NewForbidden(schema.GroupResource{Resource: "deployments"}, w.Name, errors.New("no"))
+	}
+	w.Replicas = 0
+	return w, nil
+}
+
+func TestWritePoolBoundsConcurrencyAndKeepsEveryOutcome(t *testing.T) {
+	for _, tt := range []struct {
+		name                    string
+		names                   []string
+		wantDone, wantErr, none int
+	}{
+		{name: "nothing to write starts no writer"},
+		{name: "one", names: []string{"a"}, wantDone: 1},
+		{name: "more than the concurrency", names: []string{"a", "b", "c", "d", "e", "f", "g"}, wantDone: 7},
+		{name: "gone and refused ones", names: []string{"a", "gone", "denied", "b"}, wantDone: 2, wantErr: 1, none: 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := testReconciler(t) // WriteConcurrency 2
+			p := testPass()
+			h := &countingHandler{release: make(chan struct{})}
+			close(h.release)
+			wp := r.newWritePool(context.Background(), p)
+			for i, name := range tt.names {
+				w := Workload{Kind: kindDeployment, Namespace: "ns", Name: name, UID: types.UID(name), ResourceVersion: "1", Replicas: int32(i + 1)}
+				d, err := Decide(w, p.plan, p.kinds, p.self)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wp.submit(job{h: h, w: w, d: d})
+			}
+			outcomes := wp.wait()
+			if len(outcomes) != len(tt.names) {
+				t.Fatalf("%d outcomes, want %d", len(outcomes), len(tt.names))
+			}
+			var done, failed, none int
+			for _, o := range outcomes {
+				switch {
+				case o.err != nil:
+					failed++
+				case o.done == ActionPark:
+					done++
+				default:
+					none++
+				}
+				if o.namespace != "ns" || o.kind != kindDeployment {
+					t.Errorf("outcome %+v lost its workload's namespace or kind", o)
+				}
+			}
+			if done != tt.wantDone || failed != tt.wantErr || none != tt.none {
+				t.Errorf("parked %d failed %d none %d, want %d %d %d", done, failed, none, tt.wantDone, tt.wantErr, tt.none)
+			}
+			if h.most > r.writeConcurrency {
+				t.Errorf("%d writes in flight, want at most %d", h.most, r.writeConcurrency)
+			}
+			if got := r.tracker.pending(); got != tt.wantDone {
+				t.Errorf("%d writes tracked, want the %d that succeeded", got, tt.wantDone)
+			}
+		})
+	}
+}

@@ -1,0 +1,118 @@
+package nsscaler
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/runbook-dev/runbook/test/bench/internal/benchkit"
+)
+
+// phaseStats is what the manager process used in one phase.
+type phaseStats struct {
+	// peak is the largest sampled resident set, with its anonymous (heap,
+	// stacks) and file-backed (the mapped executable) parts, in MiB.
+	peak, peakAnon, peakFile float64
+	// endRSS is the resident set when the phase ended, in MiB.
+	endRSS float64
+	// cpu is the manager's CPU time (user + system) in the phase.
+	cpu time.Duration
+}
+
+// processSampler polls a process's resident set every 50 ms and keeps, per
+// phase, the largest sample and the CPU time the process spent in it.
+type processSampler struct {
+	pid   int
+	mu    sync.Mutex
+	cur   string
+	order []string
+	stats map[string]*phaseStats
+	// cpuAt is the process's CPU time when the current phase began.
+	cpuAt time.Duration
+	done  chan struct{}
+	wg    sync.WaitGroup
+}
+
+// sampleProcess starts sampling pid, in phase first.
+func sampleProcess(pid int, first string) (*processSampler, error) {
+	cpu, err := benchkit.ProcessCPU(pid)
+	if err != nil {
+		return nil, err
+	}
+	m := &processSampler{pid: pid, cur: first, order: []string{first}, stats: map[string]*phaseStats{first: {}},
+		cpuAt: cpu, done: make(chan struct{})}
+	m.wg.Go(func() {
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-m.done:
+				return
+			case <-t.C:
+			}
+			m.sample()
+		}
+	})
+	return m, nil
+}
+
+func (m *processSampler) sample() {
+	st, err := benchkit.ProcStatusMiB(m.pid)
+	if err != nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s := m.stats[m.cur]; st["VmRSS"] > s.peak {
+		s.peak, s.peakAnon, s.peakFile = st["VmRSS"], st["RssAnon"], st["RssFile"]
+	}
+}
+
+// phase ends the current phase (its CPU time and resident set are taken
+// now) and starts the next.
+func (m *processSampler) phase(next string) {
+	m.sample()
+	cpu, cpuErr := benchkit.ProcessCPU(m.pid)
+	st, _ := benchkit.ProcStatusMiB(m.pid)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.stats[m.cur]
+	s.endRSS = st["VmRSS"]
+	if cpuErr == nil {
+		s.cpu, m.cpuAt = cpu-m.cpuAt, cpu
+	}
+	m.cur = next
+	m.order = append(m.order, next)
+	m.stats[next] = &phaseStats{}
+}
+
+// stop ends the last phase and the sampling, and returns every phase's
+// figures.
+func (m *processSampler) stop() map[string]phaseStats {
+	m.phase("")
+	close(m.done)
+	m.wg.Wait()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]phaseStats, len(m.stats))
+	for k, v := range m.stats {
+		out[k] = *v
+	}
+	return out
+}
+
+// describe renders the phases in order: peak (anon, file) and CPU each.
+func (m *processSampler) describe(stats map[string]phaseStats) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var parts []string
+	for _, p := range m.order {
+		if p == "" {
+			continue
+		}
+		s := stats[p]
+		parts = append(parts, fmt.Sprintf("%s %.1f (anon %.1f, file %.1f) MiB %.2f CPU-s", p, s.peak, s.peakAnon, s.peakFile, s.cpu.Seconds()))
+	}
+	return strings.Join(parts, ", ")
+}
