@@ -40,6 +40,7 @@ type managerFlags struct {
 	metricsSecure        bool
 	metricsCertPath      string
 	probeAddr            string
+	pprofAddr            string
 	enableLeaderElection bool
 	leaderElectionNS     string
 	leaderElectionID     string
@@ -116,6 +117,9 @@ func bindManagerFlags(fs *flag.FlagSet, controllerNames []string) *managerFlags 
 		"Comma-separated namespaces whose RebootPolicies and Memcacheds (and their workloads) the manager watches; "+
 			"empty watches all. NSScalers are cluster-scoped and keep selecting namespaces across the cluster.")
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz endpoints bind to.")
+	fs.StringVar(&f.pprofAddr, "pprof-bind-address", "",
+		"Address Go's /debug/pprof profiles are served on, e.g. 127.0.0.1:6060 (reach it with kubectl port-forward); empty disables it. "+
+			"It has no authentication: never bind it where tenants' pods can connect.")
 	fs.BoolVar(&f.enableLeaderElection, "leader-elect", false,
 		"Elect a leader so that only one replica of the manager acts at a time.")
 	fs.StringVar(&f.leaderElectionNS, "leader-election-namespace", "",
@@ -152,6 +156,7 @@ func newManager(f *managerFlags, scheme *runtime.Scheme, cacheOpts cache.Options
 		Cache:                   cacheOpts,
 		Metrics:                 metricsOpts,
 		HealthProbeBindAddress:  f.probeAddr,
+		PprofBindAddress:        f.pprofAddr,
 		LeaderElection:          f.enableLeaderElection,
 		LeaderElectionID:        f.leaderElectionID,
 		LeaderElectionNamespace: f.leaderElectionNS,
