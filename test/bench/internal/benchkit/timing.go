@@ -17,6 +17,20 @@ func Percentile(ds []time.Duration, p float64) time.Duration {
 	return s[int(float64(len(s)-1)*p)]
 }
 
+// Median is the middle value of xs (the mean of the two middle ones for
+// an even count); 0 for none.
+func Median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
 // FirstSeen records when a watch first saw each object in some state.
 type FirstSeen struct {
 	mu sync.Mutex
