@@ -21,19 +21,24 @@ import (
 // problem that clears), and holds the others back a little, writing the
 // latest one then:
 //
-//   - a change of what a reader acts on — readiness (readyReplicas,
-//     servers, the Available condition with its count), Degraded, the
-//     observed generation, the Service — is written at most
-//     coalesceWindow after the reconcile that first saw it;
-//   - a change of progress counters only (status.replicas and the reason
-//     or message of a Progressing=True condition, e.g. "0 of 2 instances
-//     exist" becoming "0 of 2 instances available") is written with the
-//     next write of the first kind, or progressInterval after it was
-//     first seen if nothing else changes, so a stuck rollout still shows
-//     its counts.
+//   - a change a reader must act on soon — the observed generation, the
+//     Service, the selector, TLS or auth, an instance lost (fewer ready, a
+//     server gone from servers), a condition turning (but see below) — is
+//     written at most coalesceWindow after the reconcile that first saw it;
+//   - progress on the way to the settled status — more instances created
+//     or ready, servers added, the reason or message of Available and
+//     Progressing, and Available=True or Progressing=False while some
+//     ready instance is not listed in servers yet (its endpoint is not
+//     published: the Service would not reach it) — is written with the
+//     next write of the first kind, or progressInterval after it was first
+//     seen if nothing else changes, so a stuck rollout still shows its
+//     counts.
 //
-// A reconcile that holds a status back asks to be requeued when it is due;
-// the write then computes the status from fresh data, as any other.
+// So a Memcached created at once writes its first status (Progressing,
+// nothing ready) and then its settled one, however the instances become
+// ready in between. A reconcile that holds a status back asks to be
+// requeued when it is due; the write then computes the status from fresh
+// data, as any other.
 const (
 	coalesceWindow   = time.Second
 	progressInterval = 30 * time.Second
@@ -43,11 +48,17 @@ const (
 // been behind the computed one.
 type statusPacer struct {
 	mu     sync.Mutex
-	behind map[types.NamespacedName]time.Time
+	behind map[types.NamespacedName]heldSince
+}
+
+// heldSince: when the stored status first fell behind, and when it first
+// missed a change a reader must act on (zero: not yet).
+type heldSince struct {
+	first, urgent time.Time
 }
 
 func newStatusPacer() *statusPacer {
-	return &statusPacer{behind: map[types.NamespacedName]time.Time{}}
+	return &statusPacer{behind: map[types.NamespacedName]heldSince{}}
 }
 
 // hold says how long to hold next back instead of replacing stored with
@@ -63,20 +74,30 @@ func (p *statusPacer) hold(key types.NamespacedName, stored, next *cachev1alpha1
 		delete(p.behind, key)
 		return 0
 	}
-	since, ok := p.behind[key]
-	if !ok {
-		since = now
-		p.behind[key] = now
+	h := p.behind[key]
+	if h.first.IsZero() {
+		h.first = now
 	}
-	due := since.Add(progressInterval)
-	if !sameReadiness(stored, next) {
-		due = since.Add(coalesceWindow)
+	if h.urgent.IsZero() && urgent(stored, next) {
+		h.urgent = now
+	}
+	p.behind[key] = h
+	due := h.first.Add(progressInterval)
+	if !h.urgent.IsZero() {
+		due = minTime(due, h.urgent.Add(coalesceWindow))
 	}
 	if wait := due.Sub(now); wait > 0 {
 		return wait
 	}
 	delete(p.behind, key)
 	return 0
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // caughtUp: the stored status equals the computed one (or the object is
@@ -118,39 +139,52 @@ func conditionIs(conds []metav1.Condition, typ string, status metav1.ConditionSt
 	return false
 }
 
-// sameReadiness: a and b differ in progress counters at most (see the
-// comment at the top).
-func sameReadiness(a, b *cachev1alpha1.MemcachedStatus) bool {
-	if a.ObservedGeneration != b.ObservedGeneration || a.ReadyReplicas != b.ReadyReplicas ||
-		a.Selector != b.Selector || a.ServiceName != b.ServiceName ||
-		!slices.Equal(a.Servers, b.Servers) || !equalBoolPtr(a.TLS, b.TLS) || !equalBoolPtr(a.Auth, b.Auth) {
-		return false
+// urgent: next differs from stored in something a reader must act on
+// soon, not only in progress towards the settled status (see the comment
+// at the top).
+func urgent(stored, next *cachev1alpha1.MemcachedStatus) bool {
+	if stored.ObservedGeneration != next.ObservedGeneration || stored.Selector != next.Selector ||
+		stored.ServiceName != next.ServiceName || !equalBoolPtr(stored.TLS, next.TLS) || !equalBoolPtr(stored.Auth, next.Auth) {
+		return true
 	}
-	return slices.EqualFunc(readinessConditions(a.Conditions), readinessConditions(b.Conditions), func(x, y metav1.Condition) bool {
-		return x.Type == y.Type && x.Status == y.Status && x.Reason == y.Reason && x.Message == y.Message
-	})
+	if next.ReadyReplicas < stored.ReadyReplicas || lostServer(stored.Servers, next.Servers) {
+		return true
+	}
+	for _, typ := range []string{cachev1alpha1.ConditionAvailable, cachev1alpha1.ConditionProgressing, cachev1alpha1.ConditionDegraded} {
+		b := meta.FindStatusCondition(stored.Conditions, typ)
+		a := meta.FindStatusCondition(next.Conditions, typ)
+		switch {
+		case (a == nil) != (b == nil):
+			return true
+		case a == nil || a.Status == b.Status:
+		case reachesGoal(typ, a.Status) && unlisted(next):
+			// Ready but not reachable through the Service yet.
+		default:
+			return true
+		}
+	}
+	return false
 }
 
-// readinessConditions are the conditions with what is only progress
-// wording blanked: the reason and message of Progressing=True.
-func readinessConditions(conds []metav1.Condition) []metav1.Condition {
-	out := make([]metav1.Condition, 0, len(conds))
-	for _, c := range conds {
-		if c.Type == cachev1alpha1.ConditionProgressing && c.Status == metav1.ConditionTrue {
-			c.Reason, c.Message = "", ""
+// reachesGoal: a condition turning to what a finished rollout reports.
+func reachesGoal(typ string, to metav1.ConditionStatus) bool {
+	return typ == cachev1alpha1.ConditionAvailable && to == metav1.ConditionTrue ||
+		typ == cachev1alpha1.ConditionProgressing && to == metav1.ConditionFalse
+}
+
+// unlisted: some ready instance is not in servers yet.
+func unlisted(st *cachev1alpha1.MemcachedStatus) bool {
+	return len(st.Servers) < int(st.ReadyReplicas)
+}
+
+// lostServer: a server of before is gone from after.
+func lostServer(before, after []string) bool {
+	for _, s := range before {
+		if !slices.Contains(after, s) {
+			return true
 		}
-		out = append(out, c)
 	}
-	slices.SortFunc(out, func(x, y metav1.Condition) int {
-		switch {
-		case x.Type < y.Type:
-			return -1
-		case x.Type > y.Type:
-			return 1
-		}
-		return 0
-	})
-	return out
+	return false
 }
 
 func equalBoolPtr(a, b *bool) bool {

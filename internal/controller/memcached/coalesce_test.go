@@ -40,6 +40,8 @@ func TestStatusPacerHold(t *testing.T) {
 	done := statusOf(2, 2, metav1.ConditionFalse, cachev1alpha1.ReasonRolloutComplete)
 	degraded := statusOf(0, 0, metav1.ConditionTrue, cachev1alpha1.ReasonScalingUp)
 	degraded.Conditions[2].Status = metav1.ConditionTrue
+	generation2 := statusOf(1, 1, metav1.ConditionTrue, cachev1alpha1.ReasonRollingOut)
+	generation2.ObservedGeneration = 2
 
 	type step struct {
 		at           time.Duration
@@ -62,21 +64,35 @@ func TestStatusPacerHold(t *testing.T) {
 			{0, empty, scalingUp, coalesceWindow},
 			{300 * time.Millisecond, empty, done, 0},
 		}},
-		{name: "ready count: due one window after it was first seen", steps: []step{
-			{0, waiting, oneReady, coalesceWindow},
-			{coalesceWindow + time.Millisecond, waiting, oneReady, 0},
+		{name: "an instance ready on the way is progress", steps: []step{
+			{0, waiting, oneReady, progressInterval},
+			{progressInterval, waiting, oneReady, 0},
 		}},
-		{name: "ready but not yet listed is held, not settled", steps: []step{
-			{0, waiting, readyNotListed, coalesceWindow},
+		{name: "ready but not yet listed is progress, not settled", steps: []step{
+			{0, waiting, readyNotListed, progressInterval},
+			{2 * time.Second, waiting, readyNotListed, progressInterval - 2*time.Second},
+			{3 * time.Second, waiting, done, 0},
 		}},
 		{name: "progress counters only wait for the progress interval", steps: []step{
 			{0, scalingUp, waiting, progressInterval},
 			{10 * time.Second, scalingUp, waiting, progressInterval - 10*time.Second},
 			{progressInterval, scalingUp, waiting, 0},
 		}},
-		{name: "readiness after progress: due from the first held change", steps: []step{
-			{0, scalingUp, waiting, progressInterval},
-			{5 * time.Second, scalingUp, oneReady, 0},
+		{name: "a lost instance after progress: due one window after it was seen", steps: []step{
+			{0, oneReady, waiting, coalesceWindow},
+			{coalesceWindow, oneReady, waiting, 0},
+		}},
+		{name: "an urgent change after progress: due one window after it was seen, not after the first", steps: []step{
+			{0, scalingUp, oneReady, progressInterval},
+			{5 * time.Second, scalingUp, generation2, coalesceWindow},
+			{5*time.Second + coalesceWindow, scalingUp, generation2, 0},
+		}},
+		{name: "creation to Available: the first status, then the settled one", steps: []step{
+			{0, empty, scalingUp, coalesceWindow},
+			{coalesceWindow, empty, waiting, 0},
+			{2 * time.Second, waiting, oneReady, progressInterval},
+			{3 * time.Second, waiting, readyNotListed, progressInterval - time.Second},
+			{4 * time.Second, waiting, done, 0},
 		}},
 	}
 	for _, tt := range tests {
@@ -109,37 +125,54 @@ func TestStatusPacerCaughtUpAndNil(t *testing.T) {
 	}
 }
 
-func TestSameReadiness(t *testing.T) {
+func TestUrgent(t *testing.T) {
 	base := statusOf(1, 1, metav1.ConditionTrue, cachev1alpha1.ReasonWaitingForReadiness)
 	tests := []struct {
 		name   string
 		change func(*cachev1alpha1.MemcachedStatus)
 		want   bool
 	}{
-		{name: "identical", change: func(*cachev1alpha1.MemcachedStatus) {}, want: true},
-		{name: "replicas only", change: func(s *cachev1alpha1.MemcachedStatus) { s.Replicas = 5 }, want: true},
+		{name: "identical", change: func(*cachev1alpha1.MemcachedStatus) {}},
+		{name: "replicas only", change: func(s *cachev1alpha1.MemcachedStatus) { s.Replicas = 5 }},
 		{name: "Progressing wording only", change: func(s *cachev1alpha1.MemcachedStatus) {
 			s.Conditions[1].Reason, s.Conditions[1].Message = cachev1alpha1.ReasonScalingUp, "1 of 2 instances exist"
-		}, want: true},
+		}},
 		{name: "conditions in another order", change: func(s *cachev1alpha1.MemcachedStatus) {
 			s.Conditions[0], s.Conditions[2] = s.Conditions[2], s.Conditions[0]
-		}, want: true},
-		{name: "ready count", change: func(s *cachev1alpha1.MemcachedStatus) { s.ReadyReplicas = 2 }},
-		{name: "servers", change: func(s *cachev1alpha1.MemcachedStatus) { s.Servers = nil }},
+		}},
 		{name: "Available message (its count)", change: func(s *cachev1alpha1.MemcachedStatus) { s.Conditions[0].Message = "2" }},
-		{name: "Progressing settles", change: func(s *cachev1alpha1.MemcachedStatus) { s.Conditions[1].Status = metav1.ConditionFalse }},
-		{name: "Degraded", change: func(s *cachev1alpha1.MemcachedStatus) { s.Conditions[2].Status = metav1.ConditionTrue }},
-		{name: "observed generation", change: func(s *cachev1alpha1.MemcachedStatus) { s.ObservedGeneration = 2 }},
-		{name: "service", change: func(s *cachev1alpha1.MemcachedStatus) { s.ServiceName = "x" }},
-		{name: "TLS", change: func(s *cachev1alpha1.MemcachedStatus) { s.TLS = ptr.To(true) }},
-		{name: "a condition missing", change: func(s *cachev1alpha1.MemcachedStatus) { s.Conditions = s.Conditions[:2] }},
+		{name: "one more ready and listed", change: func(s *cachev1alpha1.MemcachedStatus) {
+			s.ReadyReplicas, s.Servers = 2, append(s.Servers, "b:11211")
+		}},
+		{name: "Available before its servers are listed", change: func(s *cachev1alpha1.MemcachedStatus) {
+			s.ReadyReplicas, s.Conditions[0].Status = 2, metav1.ConditionTrue
+		}},
+		{name: "Progressing settles before its servers are listed", change: func(s *cachev1alpha1.MemcachedStatus) {
+			s.ReadyReplicas, s.Conditions[1].Status = 2, metav1.ConditionFalse
+		}},
+		{name: "Available with every server listed", change: func(s *cachev1alpha1.MemcachedStatus) {
+			s.Conditions[0].Status = metav1.ConditionTrue
+		}, want: true},
+		{name: "an instance no longer ready", change: func(s *cachev1alpha1.MemcachedStatus) { s.ReadyReplicas = 0 }, want: true},
+		{name: "a server gone", change: func(s *cachev1alpha1.MemcachedStatus) { s.Servers = nil }, want: true},
+		{name: "a server replaced", change: func(s *cachev1alpha1.MemcachedStatus) { s.Servers = []string{"z:11211"} }, want: true},
+		{name: "Progressing turns False with every server listed", change: func(s *cachev1alpha1.MemcachedStatus) {
+			s.Conditions[1].Status = metav1.ConditionFalse
+		}, want: true},
+		{name: "Degraded", change: func(s *cachev1alpha1.MemcachedStatus) { s.Conditions[2].Status = metav1.ConditionTrue }, want: true},
+		{name: "observed generation", change: func(s *cachev1alpha1.MemcachedStatus) { s.ObservedGeneration = 2 }, want: true},
+		{name: "service", change: func(s *cachev1alpha1.MemcachedStatus) { s.ServiceName = "x" }, want: true},
+		{name: "selector", change: func(s *cachev1alpha1.MemcachedStatus) { s.Selector = "app=x" }, want: true},
+		{name: "TLS", change: func(s *cachev1alpha1.MemcachedStatus) { s.TLS = ptr.To(true) }, want: true},
+		{name: "auth", change: func(s *cachev1alpha1.MemcachedStatus) { s.Auth = nil }, want: true},
+		{name: "a condition missing", change: func(s *cachev1alpha1.MemcachedStatus) { s.Conditions = s.Conditions[:2] }, want: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			other := *base.DeepCopy()
 			tt.change(&other)
-			if got := sameReadiness(&base, &other); got != tt.want {
-				t.Fatalf("sameReadiness = %v, want %v", got, tt.want)
+			if got := urgent(&base, &other); got != tt.want {
+				t.Fatalf("urgent = %v, want %v", got, tt.want)
 			}
 		})
 	}
