@@ -3,6 +3,7 @@ package rebootpolicy
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -28,10 +29,19 @@ func BenchmarkHTTPProbeWorkers(b *testing.B) {
 	n := envInt(b, "BENCH_PROBES", 10000)
 	secs := envInt(b, "BENCH_SECONDS", 10)
 	var served atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		served.Add(1)
 		w.WriteHeader(http.StatusOK)
 	}))
+	// Connections the probes opened: about one per namespace when
+	// keep-alive works, one per probe in the storm of a saturated run.
+	var conns atomic.Int64
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
 	defer srv.Close()
 	host, port := splitHostPort(b, srv.Listener.Addr().String())
 	f := testProbers(b, nil, ProbeSettings{}, srv.Listener.Addr().String())
@@ -63,6 +73,7 @@ func BenchmarkHTTPProbeWorkers(b *testing.B) {
 		time.Sleep(time.Duration(secs) * time.Second) // the measured window
 		window := time.Since(t0).Seconds()
 		b.ReportMetric(float64(served.Load()-before)/window, "req/s")
+		b.ReportMetric(float64(conns.Load()), "conns")
 		b.ReportMetric((processCPU(b)-cpu0).Seconds()/window, "cores")
 		for _, r := range []string{autorebootv1alpha1.ResultSuccess, autorebootv1alpha1.ResultFailure, autorebootv1alpha1.ResultError} {
 			var d dto.Metric

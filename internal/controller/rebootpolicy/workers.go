@@ -2,7 +2,7 @@ package rebootpolicy
 
 import (
 	"context"
-	"math/rand/v2"
+	"math/bits"
 	"sort"
 	"sync"
 	"time"
@@ -70,6 +70,9 @@ type Workers struct {
 	wg      sync.WaitGroup
 	workers map[workerKey]*worker
 	byObj   map[types.NamespacedName]map[string]*worker
+	// phases counts the workers started per period, for their start
+	// offsets (see phaseOffset).
+	phases map[time.Duration]uint64
 }
 
 var _ manager.LeaderElectionRunnable = &Workers{}
@@ -84,6 +87,7 @@ func NewWorkers(clk clock.Clock, probers proberFactory, metrics *Metrics, log lo
 		events:  make(chan event.TypedGenericEvent[types.NamespacedName], 1024),
 		workers: map[workerKey]*worker{},
 		byObj:   map[types.NamespacedName]map[string]*worker{},
+		phases:  map[time.Duration]uint64{},
 	}
 }
 
@@ -203,6 +207,9 @@ func (w *Workers) startLocked(s workerSpec) {
 		// Looked up once per worker, not once per period.
 		results: w.metrics.forType(triggerType(s.Trigger)),
 	}
+	period, _, _ := wk.schedule()
+	wk.phase = phaseOffset(w.phases[period])
+	w.phases[period]++
 	wk.state = newTriggerStateFor(s)
 	w.workers[s.Key] = wk
 	if w.byObj[s.Key.Object] == nil {
@@ -276,6 +283,9 @@ type worker struct {
 	cancel context.CancelFunc
 	// results are the result and duration collectors of the trigger type.
 	results *probeMetrics
+	// phase is where in its period the worker probes, as a fraction of
+	// the period (phaseOffset).
+	phase float64
 
 	mu       sync.Mutex
 	state    *triggerState
@@ -335,17 +345,16 @@ func (wk *worker) run(ctx context.Context, w *Workers) {
 	period, timeout, initialDelay := wk.schedule()
 	wp, wakeable := p.(wakeableProber)
 	var wakeups <-chan struct{}
-	// Jitter spreads thousands of workers over the period instead of
-	// probing in bursts; a watching prober records its first baselines
-	// within a second (its period is only a resync).
-	span := period
+	var next time.Time
 	if wakeable {
+		// A watching prober records its first baselines within a second
+		// (its period is only a resync).
 		wakeups = wp.wakeups()
-		span = min(period, time.Second)
+		next = wk.clock.Now().Add(initialDelay + time.Duration(wk.phase*float64(min(period, time.Second))))
+	} else {
+		next = firstProbe(wk.clock.Now(), initialDelay, period, wk.phase)
 	}
-	delay := initialDelay + time.Duration(rand.Int64N(int64(span)))
-	next := wk.clock.Now().Add(delay)
-	timer := wk.clock.NewTimer(delay)
+	timer := wk.clock.NewTimer(next.Sub(wk.clock.Now()))
 	defer timer.Stop()
 	drift := w.metrics.forType(p.kind())
 	for {
@@ -366,8 +375,9 @@ func (wk *worker) run(ctx context.Context, w *Workers) {
 		next = next.Add(period)
 		now := wk.clock.Now()
 		if !next.After(now) {
-			// Missed one or more periods (slow probe): skip them.
-			next = now.Add(period)
+			// Missed one or more periods (slow probe): skip them, on the
+			// grid so that the phase stays where phaseOffset put it.
+			next = next.Add((now.Sub(next)/period + 1) * period)
 		}
 		timer.Reset(next.Sub(now))
 	}
@@ -406,4 +416,31 @@ func (wk *worker) publish(ctx context.Context, w *Workers, o observation) {
 	wk.mu.Lock()
 	wk.observed++
 	wk.mu.Unlock()
+}
+
+// phaseOffset is the start offset of the n-th worker of a period, as a
+// fraction of the period: the van der Corput sequence (n's bits mirrored
+// behind the binary point: 0, 1/2, 1/4, 3/4, 1/8, ...). Any run of
+// consecutive workers is spread evenly over the period, so the workers of
+// one RebootPolicy or namespace (declared one after another) probe a
+// shared host one at a time instead of in clumps: random offsets put two
+// of a namespace's 100 one-second probes within a millisecond of each
+// other several times a second, and each such pair needs a second
+// connection as soon as the host answers slowly.
+func phaseOffset(n uint64) float64 {
+	return float64(bits.Reverse64(n)) / (1 << 64)
+}
+
+// firstProbe is the first probe time of a worker whose phase is the
+// fraction phase of period: the first point of its grid (multiples of
+// period, plus the offset) after now and the initial delay. Workers of
+// one period share the grid, so their offsets stay spread however late
+// each one started, and the next probe is never due at once.
+func firstProbe(now time.Time, initialDelay, period time.Duration, phase float64) time.Time {
+	earliest := now.Add(initialDelay)
+	t := earliest.Truncate(period).Add(time.Duration(phase * float64(period)))
+	for !t.After(earliest) {
+		t = t.Add(period)
+	}
+	return t
 }

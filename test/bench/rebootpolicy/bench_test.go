@@ -19,6 +19,7 @@
 //
 // BENCH_SCALE=0.1 (or BENCH_RBP_PROBES_1000=n, BENCH_RBP_PROBES_10000=n,
 // BENCH_RBP_CHANGED=n, BENCH_STEADY=10s) runs a smaller smoke test;
+// BENCH_RBP_MANAGER_FLAGS="--flag=value ..." adds manager flags;
 // -bench 'RebootPolicyHTTPProbes/probes=10000' runs one size.
 package rebootpolicy
 
@@ -315,8 +316,15 @@ func (r *sizeRun) start(ctx context.Context, bin string, namespaces int) {
 	// The probe server is allowed by exact address, as an admin would;
 	// every other limit (--probe-min-period, --probe-max-per-namespace) is
 	// the default.
-	r.mgr, err = cluster.StartManager(ctx, bin, kubeconfig, "--controllers=rebootpolicy", "--zap-log-level=info",
-		"--operator-namespace="+benchkit.ManagerNamespace, fmt.Sprintf("--probe-allow=127.0.0.1:%d", r.port))
+	args := []string{"--controllers=rebootpolicy", "--zap-log-level=info",
+		"--operator-namespace=" + benchkit.ManagerNamespace, fmt.Sprintf("--probe-allow=127.0.0.1:%d", r.port)}
+	// BENCH_RBP_MANAGER_FLAGS adds manager flags (space-separated), to
+	// compare a setting against the defaults; the SUMMARY names them.
+	if extra := strings.Fields(os.Getenv("BENCH_RBP_MANAGER_FLAGS")); len(extra) > 0 {
+		args = append(args, extra...)
+		sum.Figure("manager flags beyond the defaults: %s", strings.Join(extra, " "))
+	}
+	r.mgr, err = cluster.StartManager(ctx, bin, kubeconfig, args...)
 	if err != nil {
 		sum.Fatalf(b, "starting the manager: %v", err)
 	}
