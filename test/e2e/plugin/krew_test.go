@@ -50,7 +50,10 @@ func runCmd(t *testing.T, ctx context.Context, env []string, name string, args .
 // (`make plugin-dist`), checks the manifest with krew's validator, installs
 // the plugin from it with krew and runs it through kubectl.
 func TestPluginKrewManifest(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	// Cross-compiling five platforms with a cold build cache takes most of
+	// 15 min on two cores that other test packages share (a fresh-clone CI
+	// run was killed at 15 min with every archive built).
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	dist := t.TempDir()
 	const version = "v0.0.0-e2e"
