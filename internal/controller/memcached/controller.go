@@ -172,6 +172,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	s, obs := r.prepare(ctx, mc)
 	r.reconcileObjects(ctx, mc, s, &obs)
+	if namespaceTerminating(obs.applyErr) {
+		// The namespace controller is deleting everything in it, this
+		// Memcached too: recreating what it deleted cannot succeed, and is
+		// neither a degradation to report nor an error to retry.
+		log.FromContext(ctx).V(1).Info("namespace is terminating; not applying", "error", obs.applyErr.Error())
+		return ctrl.Result{}, nil
+	}
 	r.reportCreated(mc, &obs)
 	held, err := r.writeStatus(ctx, mc, obs)
 	if err != nil {
@@ -184,6 +191,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		log.FromContext(ctx).Error(obs.keyErr, "not applying: the fingerprint key is unavailable")
 	}
 	return ctrl.Result{RequeueAfter: soonest(r.recheckAfter(obs), held)}, nil
+}
+
+// namespaceTerminating: err is the apiserver refusing to create an object
+// in a namespace that is being deleted.
+func namespaceTerminating(err error) bool {
+	return err != nil && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
 }
 
 // soonest is the earliest of the requeue delays that are set (0: none).

@@ -2,6 +2,8 @@ package memcached
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,9 +12,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
@@ -232,5 +236,74 @@ func TestNamesAreTheKitsAndUnchanged(t *testing.T) {
 	}
 	if got := status.ReporterName(Name); got != "memcached-controller" {
 		t.Errorf("reporter %q, want memcached-controller", got)
+	}
+}
+
+// terminatingNamespace is the apiserver's answer to a create in a namespace
+// being deleted (the NamespaceLifecycle admission plugin's).
+func terminatingNamespace(namespace string) error {
+	err := apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "",
+		fmt.Errorf("unable to create new content in namespace %s because it is being terminated", namespace))
+	err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{
+		Type: corev1.NamespaceTerminatingCause, Message: "namespace " + namespace + " is being terminated", Field: "metadata.namespace"})
+	return err
+}
+
+// While its namespace is deleted, a Memcached may outlive the objects it
+// owns: the namespace controller deletes them in no particular order.
+// Recreating them is refused; that is neither Degraded nor an error to
+// retry with backoff, and no Warning event is recorded.
+func TestNamespaceBeingDeletedIsNotAFailure(t *testing.T) {
+	key := client.ObjectKey{Namespace: "leaving", Name: "sessions"}
+	lc := newLaggingCache(t, &cachev1alpha1.Memcached{
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, UID: "uid-1", Generation: 1},
+		Spec:       cachev1alpha1.MemcachedSpec{Size: ptr.To[int32](2)},
+	})
+	refused := 0
+	lc.cached = interceptor.NewClient(lc.cached.(client.WithWatch), interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			refused++
+			return terminatingNamespace(key.Namespace)
+		},
+	})
+	recorder := events.NewFakeRecorder(10)
+	r := lc.newReconciler(clocktesting.NewFakePassiveClock(time.Now()), recorder)
+
+	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key})
+	if err != nil || res != (ctrl.Result{}) {
+		t.Fatalf("Reconcile = %+v, %v; want no requeue and no error", res, err)
+	}
+	if refused == 0 {
+		t.Fatal("set-up: no apply was refused")
+	}
+	if got := lc.memcached(t, key).Status.Conditions; len(got) != 0 {
+		t.Errorf("status conditions written while the namespace is deleted: %+v", got)
+	}
+	select {
+	case e := <-recorder.Events:
+		t.Errorf("event recorded: %s", e)
+	default:
+	}
+}
+
+// Any other refusal is still reported.
+func TestForbiddenApplyIsStillDegraded(t *testing.T) {
+	key := client.ObjectKey{Namespace: "shop", Name: "sessions"}
+	lc := newLaggingCache(t, &cachev1alpha1.Memcached{
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, UID: "uid-1", Generation: 1},
+		Spec:       cachev1alpha1.MemcachedSpec{Size: ptr.To[int32](2)},
+	})
+	lc.cached = interceptor.NewClient(lc.cached.(client.WithWatch), interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			return apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, obj.GetName(), errors.New("quota"))
+		},
+	})
+	r := lc.newReconciler(clocktesting.NewFakePassiveClock(time.Now()), events.NewFakeRecorder(10))
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err == nil {
+		t.Fatal("Reconcile returned no error for a refused apply")
+	}
+	c := meta.FindStatusCondition(lc.memcached(t, key).Status.Conditions, cachev1alpha1.ConditionDegraded)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != cachev1alpha1.ReasonApplyFailed {
+		t.Errorf("Degraded = %+v, want True ApplyFailed", c)
 	}
 }
