@@ -26,9 +26,30 @@ import (
 // owned values, whatever else (status, other managers' fields) changed.
 // The memo is only a shortcut: when it does not know a version, the full
 // comparison runs.
+//
+// It also remembers, per owned object, the hash of the desired
+// configuration last built for given inputs, so that a reconcile whose
+// inputs did not change does not build and encode the desired object
+// again only to find its hash.
 type appliedMemo struct {
-	mu   sync.Mutex
-	seen map[appliedKey]appliedVersion
+	mu      sync.Mutex
+	seen    map[appliedKey]appliedVersion
+	desired map[appliedKey]desiredVersion
+}
+
+// desiredInputs are what the desired owned objects are built from: the
+// Memcached (its name and namespace are in the key, its spec is covered by
+// its generation) and the fingerprint of its Secrets, the only input that
+// is not in the spec.
+type desiredInputs struct {
+	uid        types.UID
+	generation int64
+	secretHash string
+}
+
+type desiredVersion struct {
+	inputs desiredInputs
+	hash   uint64
 }
 
 type appliedKey struct {
@@ -45,7 +66,29 @@ type appliedVersion struct {
 }
 
 func newAppliedMemo() *appliedMemo {
-	return &appliedMemo{seen: map[appliedKey]appliedVersion{}}
+	return &appliedMemo{seen: map[appliedKey]appliedVersion{}, desired: map[appliedKey]desiredVersion{}}
+}
+
+// desiredHash is the hash of the configuration last built for key from
+// in; false when none was.
+func (m *appliedMemo) desiredHash(key appliedKey, in desiredInputs) (uint64, bool) {
+	if m == nil {
+		return 0, false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v, ok := m.desired[key]
+	return v.hash, ok && v.inputs == in
+}
+
+// noteDesired records the hash of the configuration built for key from in.
+func (m *appliedMemo) noteDesired(key appliedKey, in desiredInputs, hash uint64) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.desired[key] = desiredVersion{inputs: in, hash: hash}
 }
 
 // holds reports whether desired was found in place on this version of
@@ -89,10 +132,20 @@ func (m *appliedMemo) forget(key types.NamespacedName) {
 			delete(m.seen, k)
 		}
 	}
+	for k := range m.desired {
+		if k.namespace == key.Namespace && k.name == key.Name {
+			delete(m.desired, k)
+		}
+	}
 }
 
 func keyOf(o client.Object) appliedKey {
-	return appliedKey{kind: reflect.TypeOf(o).String(), namespace: o.GetNamespace(), name: o.GetName()}
+	return keyFor(o, o.GetNamespace(), o.GetName())
+}
+
+// keyFor is the key of the object of o's type named namespace/name.
+func keyFor(o client.Object, namespace, name string) appliedKey {
+	return appliedKey{kind: reflect.TypeOf(o).String(), namespace: namespace, name: name}
 }
 
 // versionOf is live's version of the controller's fields; false when the

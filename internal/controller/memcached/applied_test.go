@@ -78,3 +78,44 @@ func TestAppliedMemoForgetAndNil(t *testing.T) {
 		t.Fatal("a nil memo holds nothing")
 	}
 }
+
+// The hash of a desired configuration is reused only for the same object
+// and exactly the inputs it was built from.
+func TestDesiredHashMemo(t *testing.T) {
+	in := desiredInputs{uid: "u1", generation: 3, secretHash: "s1"}
+	key := keyFor(&appsv1.Deployment{}, "ns", "mc")
+	tests := []struct {
+		name string
+		key  appliedKey
+		in   desiredInputs
+		want bool
+	}{
+		{name: "same inputs", key: key, in: in, want: true},
+		{name: "spec changed (generation)", key: key, in: desiredInputs{uid: "u1", generation: 4, secretHash: "s1"}},
+		{name: "Secret data changed", key: key, in: desiredInputs{uid: "u1", generation: 3, secretHash: "s2"}},
+		{name: "Memcached recreated", key: key, in: desiredInputs{uid: "u2", generation: 3, secretHash: "s1"}},
+		{name: "another kind", key: keyFor(&appsv1.StatefulSet{}, "ns", "mc"), in: in},
+		{name: "another Memcached", key: keyFor(&appsv1.Deployment{}, "ns", "other"), in: in},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newAppliedMemo()
+			m.noteDesired(key, in, 42)
+			hash, ok := m.desiredHash(tt.key, tt.in)
+			if ok != tt.want || (ok && hash != 42) {
+				t.Fatalf("desiredHash = %d, %v; want known %v", hash, ok, tt.want)
+			}
+		})
+	}
+	m := newAppliedMemo()
+	m.noteDesired(key, in, 42)
+	m.forget(types.NamespacedName{Namespace: "ns", Name: "mc"})
+	if _, ok := m.desiredHash(key, in); ok {
+		t.Fatal("still known after forget")
+	}
+	var none *appliedMemo
+	none.noteDesired(key, in, 1)
+	if _, ok := none.desiredHash(key, in); ok {
+		t.Fatal("a nil memo knows nothing")
+	}
+}

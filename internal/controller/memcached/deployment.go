@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
@@ -43,16 +44,12 @@ func (r *Reconciler) reconcileDeployment(ctx context.Context, mc *cachev1alpha1.
 // applyDeployment applies the desired Deployment and returns the live
 // object.
 func (r *Reconciler) applyDeployment(ctx context.Context, mc *cachev1alpha1.Memcached, s settings, live *appsv1.Deployment, obs *observation) (*appsv1.Deployment, error) {
-	desired, err := desiredDeployment(mc, s)
-	if err != nil {
-		return nil, err
-	}
 	var cached client.Object
 	if live != nil {
 		cached = live
 	}
 	after := &appsv1.Deployment{}
-	applied, err := r.applyIfChanged(ctx, desired, cached, after, func() (any, error) { return appsv1ac.ExtractDeployment(live, FieldManager) })
+	applied, err := r.applyIfChanged(ctx, inputsOf(mc, s), func() (runtime.ApplyConfiguration, error) { return desiredDeployment(mc, s) }, cached, after, func() (any, error) { return appsv1ac.ExtractDeployment(live, FieldManager) })
 	if err != nil || !applied {
 		return live, err
 	}

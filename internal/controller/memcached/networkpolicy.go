@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
@@ -86,15 +87,11 @@ func (r *Reconciler) reconcileNetworkPolicy(ctx context.Context, mc *cachev1alph
 	case s.NetworkPolicy == nil:
 		return r.deleteNetworkPolicy(ctx, mc, live)
 	}
-	desired, err := desiredNetworkPolicy(mc, s)
-	if err != nil {
-		return err
-	}
 	var cached client.Object
 	if live != nil {
 		cached = live
 	}
-	applied, err := r.applyIfChanged(ctx, desired, cached, &networkingv1.NetworkPolicy{}, func() (any, error) { return networkingv1ac.ExtractNetworkPolicy(live, FieldManager) })
+	applied, err := r.applyIfChanged(ctx, inputsOf(mc, s), func() (runtime.ApplyConfiguration, error) { return desiredNetworkPolicy(mc, s) }, cached, &networkingv1.NetworkPolicy{}, func() (any, error) { return networkingv1ac.ExtractNetworkPolicy(live, FieldManager) })
 	if err != nil {
 		return err
 	}

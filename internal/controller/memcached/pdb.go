@@ -5,6 +5,7 @@ import (
 
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
@@ -36,7 +37,7 @@ func (r *Reconciler) reconcilePDB(ctx context.Context, mc *cachev1alpha1.Memcach
 	if pdb != nil {
 		cached = pdb
 	}
-	applied, err := r.applyIfChanged(ctx, desiredPDB(mc, s), cached, &policyv1.PodDisruptionBudget{}, func() (any, error) { return policyv1ac.ExtractPodDisruptionBudget(pdb, FieldManager) })
+	applied, err := r.applyIfChanged(ctx, inputsOf(mc, s), func() (runtime.ApplyConfiguration, error) { return desiredPDB(mc, s), nil }, cached, &policyv1.PodDisruptionBudget{}, func() (any, error) { return policyv1ac.ExtractPodDisruptionBudget(pdb, FieldManager) })
 	if err != nil {
 		return err
 	}

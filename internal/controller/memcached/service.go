@@ -59,7 +59,7 @@ func (r *Reconciler) applyService(ctx context.Context, mc *cachev1alpha1.Memcach
 		}
 		cached = live
 	}
-	applied, err := r.applyIfChanged(ctx, desired, cached, &corev1.Service{}, func() (any, error) { return corev1ac.ExtractService(live, FieldManager) })
+	applied, err := r.applyIfChanged(ctx, inputsOf(mc, s), built(desired), cached, &corev1.Service{}, func() (any, error) { return corev1ac.ExtractService(live, FieldManager) })
 	if err != nil {
 		return fmt.Errorf("applying Service %s: %w", key, err)
 	}

@@ -11,23 +11,42 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	cachev1alpha1 "github.com/runbook-dev/runbook/api/cache/v1alpha1"
 )
 
-// applyIfChanged server-side applies desired with the controller's field
-// manager, taking over fields another manager changed (drift correction),
-// unless the controller's fields already hold the desired values: a
-// reconcile that changes nothing sends no write. live is the object as
-// cached (nil when there is none) and extract gives the fields the
-// controller owns on it; extract runs only when the memo does not know
-// that this version of live already holds desired. An apply's response
-// (the new live object, managedFields included) is decoded into into,
-// which must be an empty object of live's type; the memo then knows that
-// version without extracting anything. It reports whether it applied.
-func (r *Reconciler) applyIfChanged(ctx context.Context, desired runtime.ApplyConfiguration, live, into client.Object, extract func() (any, error)) (bool, error) {
+// applyIfChanged server-side applies the desired configuration (built by
+// build from in, the Memcached's generation and Secrets) with the
+// controller's field manager, taking over fields another manager changed
+// (drift correction), unless the controller's fields already hold the
+// desired values: a reconcile that changes nothing sends no write. live is
+// the object as cached (nil when there is none) and extract gives the
+// fields the controller owns on it; extract runs only when the memo does
+// not know that this version of live already holds the desired
+// configuration, and build only when the memo does not know what in
+// builds. An apply's response (the new live object, managedFields
+// included) is decoded into into, which must be an empty object of live's
+// type, named like the desired object; the memo then knows that version
+// without extracting anything. It reports whether it applied.
+func (r *Reconciler) applyIfChanged(ctx context.Context, in desiredInputs, build func() (runtime.ApplyConfiguration, error), live, into client.Object, extract func() (any, error)) (bool, error) {
+	if live != nil {
+		if hash, ok := r.applied.desiredHash(keyOf(live), in); ok && r.applied.holds(live, hash) {
+			return false, nil
+		}
+	}
+	desired, err := build()
+	if err != nil {
+		return false, err
+	}
+	meta, ok := desired.(objectMetaOf)
+	if !ok {
+		return false, fmt.Errorf("%T has no object metadata", desired)
+	}
 	want, hash, err := desiredJSON(desired)
 	if err != nil {
 		return false, fmt.Errorf("encoding the desired object: %w", err)
 	}
+	r.applied.noteDesired(keyFor(into, ptr.Deref(meta.GetNamespace(), ""), ptr.Deref(meta.GetName(), "")), in, hash)
 	if live != nil {
 		if r.applied.holds(live, hash) {
 			return false, nil
@@ -51,10 +70,6 @@ func (r *Reconciler) applyIfChanged(ctx context.Context, desired runtime.ApplyCo
 	}
 	// The desired object's JSON is the apply patch as is; the typed
 	// client decodes the answer (protobuf for built-in kinds) into into.
-	meta, ok := desired.(objectMetaOf)
-	if !ok {
-		return false, fmt.Errorf("%T has no object metadata", desired)
-	}
 	into.SetNamespace(ptr.Deref(meta.GetNamespace(), ""))
 	into.SetName(ptr.Deref(meta.GetName(), ""))
 	if err := r.Client.Patch(ctx, into, client.RawPatch(types.ApplyPatchType, want), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
@@ -62,6 +77,16 @@ func (r *Reconciler) applyIfChanged(ctx context.Context, desired runtime.ApplyCo
 	}
 	r.applied.record(into, hash)
 	return true, nil
+}
+
+// inputsOf are the inputs of mc's desired objects under s.
+func inputsOf(mc *cachev1alpha1.Memcached, s settings) desiredInputs {
+	return desiredInputs{uid: mc.UID, generation: mc.Generation, secretHash: s.SecretHash}
+}
+
+// built adapts a configuration already built to applyIfChanged.
+func built[T runtime.ApplyConfiguration](c T) func() (runtime.ApplyConfiguration, error) {
+	return func() (runtime.ApplyConfiguration, error) { return c, nil }
 }
 
 // objectMetaOf is implemented by every typed apply configuration.

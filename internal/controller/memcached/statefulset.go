@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
@@ -42,16 +43,12 @@ func (r *Reconciler) reconcileStatefulSet(ctx context.Context, mc *cachev1alpha1
 }
 
 func (r *Reconciler) applyStatefulSet(ctx context.Context, mc *cachev1alpha1.Memcached, s settings, live *appsv1.StatefulSet, obs *observation) (*appsv1.StatefulSet, error) {
-	desired, err := desiredStatefulSet(mc, s)
-	if err != nil {
-		return nil, err
-	}
 	var cached client.Object
 	if live != nil {
 		cached = live
 	}
 	after := &appsv1.StatefulSet{}
-	applied, err := r.applyIfChanged(ctx, desired, cached, after, func() (any, error) { return appsv1ac.ExtractStatefulSet(live, FieldManager) })
+	applied, err := r.applyIfChanged(ctx, inputsOf(mc, s), func() (runtime.ApplyConfiguration, error) { return desiredStatefulSet(mc, s) }, cached, after, func() (any, error) { return appsv1ac.ExtractStatefulSet(live, FieldManager) })
 	if err != nil || !applied {
 		return live, err
 	}
