@@ -127,14 +127,16 @@ func (m *appliedMemo) forget(key types.NamespacedName) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for k := range m.seen {
+	deleteOwnedBy(m.seen, key)
+	deleteOwnedBy(m.desired, key)
+}
+
+// deleteOwnedBy drops the entries of the owned objects of the Memcached
+// key (they share its namespace and name).
+func deleteOwnedBy[V any](m map[appliedKey]V, key types.NamespacedName) {
+	for k := range m {
 		if k.namespace == key.Namespace && k.name == key.Name {
-			delete(m.seen, k)
-		}
-	}
-	for k := range m.desired {
-		if k.namespace == key.Namespace && k.name == key.Name {
-			delete(m.desired, k)
+			delete(m, k)
 		}
 	}
 }
