@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -38,6 +39,15 @@ type wakeableProber interface {
 	prober
 	wakeups() <-chan struct{}
 	probeWoken(ctx context.Context) observation
+}
+
+// deadlineProber bounds a probe by a timeout itself, without a context
+// of its own per probe (the worker's ctx is the same for every probe);
+// interrupt ends its requests at once when the worker stops.
+type deadlineProber interface {
+	prober
+	probeWithin(ctx context.Context, timeout time.Duration) observation
+	interrupt()
 }
 
 // proberFactory builds probers; its fields are the manager-wide settings.
@@ -81,7 +91,7 @@ type probers struct {
 	clock  clock.Clock
 	// network decides where probes and database connections may go.
 	network *netpolicy.Policy
-	http    *httpClients
+	http    *httpPools
 	// targets reads target workloads from the manager's cache (referenced
 	// triggers); watcher and refReader tell and read what they reference.
 	targets   client.Reader
@@ -99,7 +109,7 @@ func newProbers(settings ProbeSettings, reader client.Reader, keys *fingerprint.
 		keys:      keys,
 		clock:     clk,
 		network:   network,
-		http:      newHTTPClients(network),
+		http:      newHTTPPools(network),
 		targets:   reader,
 		watcher:   newRefIndex(),
 		refReader: newRefReader(reader),

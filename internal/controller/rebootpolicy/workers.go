@@ -342,6 +342,11 @@ func (wk *worker) run(ctx context.Context, w *Workers) {
 		return
 	}
 	defer p.close()
+	probe := timed(p.probe)
+	if dp, ok := p.(deadlineProber); ok {
+		probe = dp.probeWithin
+		defer context.AfterFunc(ctx, dp.interrupt)()
+	}
 	period, timeout, initialDelay := wk.schedule()
 	wp, wakeable := p.(wakeableProber)
 	var wakeups <-chan struct{}
@@ -363,13 +368,13 @@ func (wk *worker) run(ctx context.Context, w *Workers) {
 			return
 		case <-wakeups:
 			// Something watched changed: act now, keep the schedule.
-			wk.probeOnce(ctx, w, timeout, wp.probeWoken)
+			wk.probeOnce(ctx, w, timeout, timed(wp.probeWoken))
 			continue
 		case <-timer.C():
 		}
 		start := wk.clock.Now()
 		drift.observeDrift(start.Sub(next))
-		if !wk.probeOnce(ctx, w, timeout, p.probe) {
+		if !wk.probeOnce(ctx, w, timeout, probe) {
 			return
 		}
 		next = next.Add(period)
@@ -385,17 +390,27 @@ func (wk *worker) run(ctx context.Context, w *Workers) {
 
 // probeOnce runs one check within timeout and publishes it; false when
 // the worker is stopping.
-func (wk *worker) probeOnce(ctx context.Context, w *Workers, timeout time.Duration, probe func(context.Context) observation) bool {
+func (wk *worker) probeOnce(ctx context.Context, w *Workers, timeout time.Duration, probe probeFunc) bool {
 	start := wk.clock.Now()
-	pctx, cancel := context.WithTimeout(ctx, timeout)
-	obs := probe(pctx)
-	cancel()
+	obs := probe(ctx, timeout)
 	if ctx.Err() != nil {
 		return false
 	}
 	wk.results.observe(obs.result, wk.clock.Since(start))
 	wk.publish(ctx, w, obs)
 	return true
+}
+
+// probeFunc runs one check of at most timeout; ctx is the worker's.
+type probeFunc func(ctx context.Context, timeout time.Duration) observation
+
+// timed bounds a probe by a context that ends at the timeout.
+func timed(probe func(context.Context) observation) probeFunc {
+	return func(ctx context.Context, timeout time.Duration) observation {
+		pctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		return probe(pctx)
+	}
 }
 
 // publish feeds o to the trigger state and notifies on a transition.

@@ -1,0 +1,479 @@
+package rebootpolicy
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+)
+
+// rawServer answers each request it reads with what answer writes, on a
+// bare TCP connection: it can say what no well-behaved server would.
+type rawServer struct {
+	l     net.Listener
+	conns atomic.Int64
+	// requests receives each request's path and headers.
+	requests chan *http.Request
+}
+
+// answerFunc writes the answer to req on w; false closes the connection.
+type answerFunc func(w io.Writer, req *http.Request) bool
+
+func newRawServer(t *testing.T, answer answerFunc) *rawServer {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &rawServer{l: l, requests: make(chan *http.Request, 64)}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { _ = l.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			s.conns.Add(1)
+			wg.Go(func() { s.serve(c, answer) })
+		}
+	})
+	return s
+}
+
+func (s *rawServer) serve(c net.Conn, answer answerFunc) {
+	defer func() { _ = c.Close() }()
+	br := bufio.NewReader(c)
+	for {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		select {
+		case s.requests <- req:
+		default:
+		}
+		if !answer(c, req) {
+			return
+		}
+	}
+}
+
+func (s *rawServer) addr() string { return s.l.Addr().String() }
+
+// probeRaw runs one probe of path on s within timeout.
+func probeRaw(t *testing.T, p prober, timeout time.Duration) (observation, time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	start := time.Now()
+	o := p.probe(ctx)
+	return o, time.Since(start)
+}
+
+func rawProber(t *testing.T, s *rawServer, tr func(host string, port int) autorebootv1alpha1.Trigger) prober {
+	t.Helper()
+	host, port := splitHostPort(t, s.addr())
+	f := testProbers(t, nil, ProbeSettings{}, s.addr())
+	p, err := f.newProber(workerSpec{Key: workerKey{Object: nsName("app", "rbp"), Policy: "p"}, Trigger: tr(host, port)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.close)
+	return p
+}
+
+func plainTrigger(host string, port int) autorebootv1alpha1.Trigger {
+	return httpTrigger(host, port, "/")
+}
+
+// A server may close a kept-alive connection while it is idle without
+// saying so; the next probe finds out by trying, and sends its request
+// again on a new connection instead of failing.
+func TestHTTPProbeRetriesAConnectionClosedWhileIdle(t *testing.T) {
+	s := newRawServer(t, func(w io.Writer, _ *http.Request) bool {
+		_, _ = io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+		return false // closes after answering, without "Connection: close"
+	})
+	p := rawProber(t, s, plainTrigger)
+	for i := range 3 {
+		if o, _ := probeRaw(t, p, 5*time.Second); o.result != ok {
+			t.Fatalf("probe %d: %+v", i, o)
+		}
+	}
+	if got := s.conns.Load(); got != 3 {
+		t.Errorf("%d connections for 3 probes on a server that closes each, want 3", got)
+	}
+}
+
+// What a hostile or broken server answers decides the probe as the
+// kubelet would, never holds the probe past its deadline, never makes the
+// manager read more than its bounds, and never leaves a connection that
+// is not at the start of the next answer in the pool.
+func TestHTTPProbeHostileAnswers(t *testing.T) {
+	const timeout = 500 * time.Millisecond
+	endless := func(w io.Writer, chunk string) {
+		for {
+			if _, err := io.WriteString(w, chunk); err != nil {
+				return
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		answer string
+		// then, when set, runs after answer is written (e.g. to stall).
+		then   func(w io.Writer)
+		result string
+		// message is the suffix of a Failure's message.
+		message string
+		// reused: a second probe uses the same connection.
+		reused bool
+	}{
+		{name: "plain 200 keeps its connection", answer: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", result: ok, reused: true},
+		{name: "204 without a body", answer: "HTTP/1.1 204 No Content\r\n\r\n", result: ok, reused: true},
+		{name: "chunked body read to its end", answer: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n", result: ok, reused: true},
+		{name: "informational answers first", answer: "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", result: ok, reused: true},
+		{name: "too many informational answers", answer: strings.Repeat("HTTP/1.1 102 Processing\r\n\r\n", 6) + "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+			result: fail, message: ": request failed"},
+		{name: "headers beyond 16 KiB", answer: "HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("a", 20<<10) + "\r\nContent-Length: 0\r\n\r\n",
+			result: fail, message: ": request failed"},
+		{name: "not HTTP", answer: "SSH-2.0-OpenSSH_9.6\r\n\r\n", result: fail, message: ": request failed"},
+		{name: "500 with a body", answer: "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 6\r\n\r\nsecret", result: fail, message: ": HTTP 500", reused: true},
+		{name: "Connection: close", answer: "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", result: ok},
+		{name: "bytes after the answer", answer: "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\nHTTP/1.1 200 OK\r\n", result: ok},
+		{name: "body longer than what is drained", answer: "HTTP/1.1 200 OK\r\nContent-Length: 20000\r\n\r\n" + strings.Repeat("b", 20000), result: ok},
+		{name: "endless chunked body", answer: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+			then: func(w io.Writer) { endless(w, "1\r\nx\r\n") }, result: ok},
+		{name: "body that stops coming", answer: "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten..",
+			then: func(io.Writer) { time.Sleep(2 * timeout) }, result: fail, message: ": timed out"},
+		{name: "headers that stop coming", answer: "HTTP/1.1 200 OK\r\nX-A: 1\r\n",
+			then: func(io.Writer) { time.Sleep(2 * timeout) }, result: fail, message: ": timed out"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newRawServer(t, func(w io.Writer, _ *http.Request) bool {
+				if _, err := io.WriteString(w, tc.answer); err != nil {
+					return false
+				}
+				if tc.then != nil {
+					tc.then(w)
+				}
+				return true
+			})
+			p := rawProber(t, s, plainTrigger)
+			o, took := probeRaw(t, p, timeout)
+			if o.result != tc.result || !strings.HasSuffix(o.message, tc.message) {
+				t.Fatalf("probe: %+v, want %s ending in %q", o, tc.result, tc.message)
+			}
+			if strings.Contains(o.message, "secret") || strings.Contains(o.message, "SSH") {
+				t.Errorf("the message shows what the server said: %q", o.message)
+			}
+			if took > timeout+200*time.Millisecond {
+				t.Errorf("the probe took %s, beyond its %s timeout", took, timeout)
+			}
+			if tc.reused {
+				if o, _ := probeRaw(t, p, timeout); o.result != tc.result {
+					t.Fatalf("second probe: %+v", o)
+				}
+				if got := s.conns.Load(); got != 1 {
+					t.Errorf("%d connections for two probes, want 1 (kept alive)", got)
+				}
+			}
+		})
+	}
+}
+
+// Redirects are followed like net/http's client does, each hop through
+// the network policy; a loop ends after maxRedirects.
+func TestHTTPProbeRedirects(t *testing.T) {
+	var hops atomic.Int64
+	var mu sync.Mutex
+	var seen []*http.Request
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r)
+		mu.Unlock()
+		switch r.URL.Path {
+		case "/loop":
+			hops.Add(1)
+			http.Redirect(w, r, "/loop", http.StatusFound)
+		case "/moved":
+			http.Redirect(w, r, "/here", http.StatusMovedPermanently)
+		case "/see-other":
+			http.Redirect(w, r, "/down", http.StatusSeeOther)
+		case "/no-location":
+			w.WriteHeader(http.StatusFound)
+		case "/down":
+			w.WriteHeader(http.StatusServiceUnavailable)
+		default:
+			w.WriteHeader(http.StatusOK)
+		}
+	}))
+	defer srv.Close()
+	host, port := splitHostPort(t, srv.Listener.Addr().String())
+	f := testProbers(t, nil, ProbeSettings{}, srv.Listener.Addr().String())
+	probePath := func(path string, headers ...corev1.HTTPHeader) observation {
+		tr := httpTrigger(host, port, path)
+		tr.Probe.HTTPGet.HTTPHeaders = headers
+		return runProbe(t, f, tr)
+	}
+	if o := probePath("/moved", corev1.HTTPHeader{Name: "Host", Value: "app.local"}, corev1.HTTPHeader{Name: "Authorization", Value: "Bearer t"}); o.result != ok {
+		t.Errorf("301 to a healthy path: %+v", o)
+	}
+	mu.Lock()
+	last := seen[len(seen)-1]
+	mu.Unlock()
+	if last.URL.Path != "/here" || last.Host != "app.local" || last.Header.Get("Authorization") != "Bearer t" || !strings.HasSuffix(last.Referer(), "/moved") {
+		t.Errorf("the followed request: path %s host %s authorization %q referer %q", last.URL.Path, last.Host, last.Header.Get("Authorization"), last.Referer())
+	}
+	if o := probePath("/see-other"); o.result != fail || !strings.HasSuffix(o.message, ": HTTP 503") {
+		t.Errorf("303 to a failing path: %+v", o)
+	}
+	if o := probePath("/no-location"); o.result != ok {
+		t.Errorf("302 without a location is the answer (a success, as in [200, 400)): %+v", o)
+	}
+	if o := probePath("/loop"); o.result != fail || !strings.HasSuffix(o.message, ": request failed") {
+		t.Errorf("redirect loop: %+v", o)
+	}
+	if got := hops.Load(); got != maxRedirects+1 {
+		t.Errorf("a loop was followed %d times, want %d", got, maxRedirects+1)
+	}
+}
+
+// Credentials go only to the host they were given for.
+func TestRedirectRequestDropsCredentialsForAnotherHost(t *testing.T) {
+	prev, err := http.NewRequest(http.MethodGet, "https://app.example:8443/a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev.Host = "custom.local"
+	prev.Header.Set("Authorization", "Bearer t")
+	prev.Header.Set("Cookie", "c=1")
+	prev.Header.Set("X-Probe", "yes")
+	for _, tc := range []struct {
+		location, host string
+		credentials    bool
+		referer        string
+	}{
+		{location: "/b", host: "custom.local", credentials: true, referer: "https://app.example:8443/a"},
+		{location: "https://api.app.example/b", credentials: true, referer: "https://app.example:8443/a"},
+		{location: "https://evil.example/b", credentials: false, referer: "https://app.example:8443/a"},
+		{location: "http://app.example/b", credentials: true, referer: ""},
+	} {
+		next, err := redirectRequest(prev, tc.location)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.location, err)
+		}
+		if got := next.Header.Get("Authorization") != "" && next.Header.Get("Cookie") != ""; got != tc.credentials {
+			t.Errorf("%s: credentials carried %v, want %v", tc.location, got, tc.credentials)
+		}
+		if next.Header.Get("X-Probe") != "yes" {
+			t.Errorf("%s: other headers dropped", tc.location)
+		}
+		if tc.host != "" && next.Host != tc.host {
+			t.Errorf("%s: Host %q, want %q", tc.location, next.Host, tc.host)
+		}
+		if tc.host == "" && next.Host != next.URL.Host {
+			t.Errorf("%s: custom Host %q carried to an absolute location", tc.location, next.Host)
+		}
+		if next.Referer() != tc.referer {
+			t.Errorf("%s: Referer %q, want %q", tc.location, next.Referer(), tc.referer)
+		}
+	}
+}
+
+// HTTPS probes keep their TLS connection alive too.
+func TestHTTPSProbesReuseTheirConnection(t *testing.T) {
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.StartTLS()
+	defer srv.Close()
+	host, port := splitHostPort(t, srv.Listener.Addr().String())
+	tr := httpTrigger(host, port, "/")
+	tr.Probe.HTTPGet.Scheme = corev1.URISchemeHTTPS
+	f := testProbers(t, nil, ProbeSettings{}, srv.Listener.Addr().String())
+	p, err := f.newProber(workerSpec{Key: workerKey{Object: nsName("app", "rbp"), Policy: "p"}, Trigger: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	for i := range 3 {
+		if o := p.probe(context.Background()); o.result != ok {
+			t.Fatalf("probe %d: %+v", i, o)
+		}
+	}
+	if got := conns.Load(); got != 1 {
+		t.Errorf("%d TLS connections for 3 probes, want 1", got)
+	}
+}
+
+// Idle connections age out; the last prober of a namespace closes them.
+func TestHTTPPoolClosesIdleConnections(t *testing.T) {
+	var closed atomic.Int64
+	s := newRawServer(t, func(w io.Writer, _ *http.Request) bool {
+		_, _ = io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+		return true
+	})
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &closeCounter{Conn: c, closed: &closed}, nil
+	}
+	pool := newHTTPPool(dial)
+	pool.idleTimeout = 50 * time.Millisecond
+	key := connKey{addr: s.addr()}
+	deadline := time.Now().Add(5 * time.Second)
+	a, err := pool.get(context.Background(), key, deadline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := pool.get(context.Background(), key, deadline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.put(a)
+	time.Sleep(2 * pool.idleTimeout) // a ages past the idle timeout
+	pool.put(b)
+	if got := closed.Load(); got != 1 {
+		t.Errorf("%d connections closed after one aged out, want 1", got)
+	}
+	if c, err := pool.get(context.Background(), key, deadline); err != nil || c != b {
+		t.Errorf("got %v (%v), want the connection still young", c, err)
+	} else {
+		pool.put(c)
+	}
+	pool.closeAll()
+	if got := closed.Load(); got != 2 {
+		t.Errorf("%d connections closed after closeAll, want 2", got)
+	}
+	if n := len(pool.hosts); n != 0 {
+		t.Errorf("%d targets left in a closed, empty pool", n)
+	}
+}
+
+type closeCounter struct {
+	net.Conn
+	closed *atomic.Int64
+	once   sync.Once
+}
+
+func (c *closeCounter) Close() error {
+	c.once.Do(func() { c.closed.Add(1) })
+	return c.Conn.Close()
+}
+
+// The bytes a probe sends are the request net/http would send for it.
+func TestRequestTargetWire(t *testing.T) {
+	tr := httpTrigger("10.0.0.1", 8080, "/healthz?x=1")
+	tr.Probe.HTTPGet.HTTPHeaders = []corev1.HTTPHeader{{Name: "Host", Value: "app.local"}, {Name: "X-A", Value: "1"}}
+	req, err := httpProbeRequest(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, wire, err := requestTarget(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != (connKey{addr: "10.0.0.1:8080"}) {
+		t.Errorf("key %+v", key)
+	}
+	got, err := http.ReadRequest(bufio.NewReader(strings.NewReader(string(wire))))
+	if err != nil {
+		t.Fatalf("the wire is not a request: %v\n%s", err, wire)
+	}
+	if got.Method != http.MethodGet || got.RequestURI != "/healthz?x=1" || got.Host != "app.local" ||
+		got.Header.Get("X-A") != "1" || got.UserAgent() != "runbook-rebootpolicy" || got.ContentLength != 0 {
+		t.Errorf("wire request: %s %s host %s headers %v", got.Method, got.RequestURI, got.Host, got.Header)
+	}
+	https := httpTrigger("db.example", 0, "/")
+	https.Probe.HTTPGet.Scheme = corev1.URISchemeHTTPS
+	req, _ = httpProbeRequest(https)
+	req.URL.Host = "db.example" // no port: the scheme's
+	if key, _, _ := requestTarget(req); key != (connKey{addr: "db.example:443", tls: true, serverName: "db.example"}) {
+		t.Errorf("https key %+v", key)
+	}
+}
+
+// At most maxDialsPerHost connections to a target are being opened at
+// once; a probe that finds none idle and no dial slot waits, and takes a
+// connection given back before any dial of its own.
+func TestHTTPPoolBoundsDialsInFlight(t *testing.T) {
+	var inflight, most, dials atomic.Int64
+	gate := make(chan struct{})
+	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
+		dials.Add(1)
+		n := inflight.Add(1)
+		defer inflight.Add(-1)
+		for {
+			m := most.Load()
+			if n <= m || most.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		c, s := net.Pipe()
+		t.Cleanup(func() { _ = s.Close() })
+		return c, nil
+	}
+	pool := newHTTPPool(dial)
+	key := connKey{addr: "target:80"}
+	deadline := time.Now().Add(10 * time.Second)
+	got := make(chan *probeConn, 10)
+	for range 10 {
+		go func() {
+			pc, err := pool.get(context.Background(), key, deadline)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- pc
+		}()
+	}
+	waitFor(t, "two dials in flight", func() bool { return inflight.Load() == maxDialsPerHost })
+	// A connection given back while they wait serves one of them.
+	first := &probeConn{key: key, conn: nopConn{}}
+	pool.mu.Lock()
+	pool.host(key).open++
+	pool.mu.Unlock()
+	pool.put(first)
+	if pc := <-got; pc != first {
+		t.Errorf("a waiting probe got a new connection, want the one given back")
+	}
+	close(gate)
+	for range 9 {
+		<-got
+	}
+	if m := most.Load(); m > maxDialsPerHost {
+		t.Errorf("%d dials at once, want at most %d", m, maxDialsPerHost)
+	}
+	if d := dials.Load(); d != 9 {
+		t.Errorf("%d dials for 10 probes of which one reused a connection, want 9", d)
+	}
+}
+
+type nopConn struct{ net.Conn }
+
+func (nopConn) Close() error                { return nil }
+func (nopConn) SetDeadline(time.Time) error { return nil }
