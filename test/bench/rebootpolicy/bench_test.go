@@ -27,7 +27,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -76,71 +75,6 @@ const (
 
 // sweepSizes are the probe counts of the sweep.
 var sweepSizes = []int{1000, 10000}
-
-// probeServer answers /p/<i>; it records arrival times and fails paths on
-// demand. It is as cheap as a server gets (keep-alive, no body, no Date
-// header, no shared lock), because it shares the machine's two cores with
-// the manager it measures.
-type probeServer struct {
-	probes  []probeArrivals
-	failing []atomic.Bool
-	// conns counts the connections the probes opened.
-	conns atomic.Int64
-}
-
-type probeArrivals struct {
-	mu sync.Mutex
-	at []time.Time
-}
-
-func newProbeServer(n int) *probeServer {
-	return &probeServer{probes: make([]probeArrivals, n), failing: make([]atomic.Bool, n)}
-}
-
-func (s *probeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	now := time.Now()
-	w.Header()["Date"] = nil
-	i, err := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/p/"))
-	if err != nil || i < 0 || i >= len(s.probes) {
-		w.WriteHeader(http.StatusNotFound)
-		return
-	}
-	p := &s.probes[i]
-	p.mu.Lock()
-	p.at = append(p.at, now)
-	p.mu.Unlock()
-	if s.failing[i].Load() {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		return
-	}
-	w.WriteHeader(http.StatusOK)
-}
-
-// drifts returns |interval − period| of consecutive probes of every path
-// within [from, to].
-func (s *probeServer) drifts(from, to time.Time) []time.Duration {
-	var out []time.Duration
-	for i := range s.probes {
-		p := &s.probes[i]
-		p.mu.Lock()
-		var prev time.Time
-		for _, t := range p.at {
-			if t.Before(from) || t.After(to) {
-				continue
-			}
-			if !prev.IsZero() {
-				d := t.Sub(prev) - period
-				if d < 0 {
-					d = -d
-				}
-				out = append(out, d)
-			}
-			prev = t
-		}
-		p.mu.Unlock()
-	}
-	return out
-}
 
 func parallel(n, workers int, f func(i int) error) error {
 	var wg sync.WaitGroup
@@ -298,14 +232,8 @@ func (r *sizeRun) start(ctx context.Context, bin string, namespaces int) {
 	if err != nil {
 		sum.Fatalf(b, "%v", err)
 	}
-	hs := &http.Server{Handler: r.srv, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Minute,
-		ConnState: func(_ net.Conn, s http.ConnState) {
-			if s == http.StateNew {
-				r.srv.conns.Add(1)
-			}
-		}}
-	go func() { _ = hs.Serve(l) }()
-	b.Cleanup(func() { _ = hs.Close() })
+	r.srv.serve(l)
+	b.Cleanup(r.srv.close)
 	r.port = l.Addr().(*net.TCPAddr).Port
 
 	dir := b.TempDir()
