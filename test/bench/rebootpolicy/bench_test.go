@@ -20,6 +20,9 @@
 // BENCH_SCALE=0.1 (or BENCH_RBP_PROBES_1000=n, BENCH_RBP_PROBES_10000=n,
 // BENCH_RBP_CHANGED=n, BENCH_STEADY=10s) runs a smaller smoke test;
 // BENCH_RBP_MANAGER_FLAGS="--flag=value ..." adds manager flags;
+// BENCH_RBP_PROFILE_DIR=dir saves the manager's CPU profile of the steady
+// window and its heap and goroutines there (a diagnosis: profiling
+// perturbs the figures);
 // -bench 'RebootPolicyHTTPProbes/probes=10000' runs one size.
 package rebootpolicy
 
@@ -130,6 +133,8 @@ type sizeRun struct {
 	obs *benchkit.Observer
 	mgr *cluster.Manager
 	srv *probeServer
+	// prof fetches the manager's profiles (nil: not asked for).
+	prof *profiler
 	// probes in all; perRBP of them per RebootPolicy, rbps RebootPolicies.
 	probes, perRBP, rbps int
 	port                 int
@@ -251,6 +256,13 @@ func (r *sizeRun) start(ctx context.Context, bin string, namespaces int) {
 	if extra := strings.Fields(os.Getenv("BENCH_RBP_MANAGER_FLAGS")); len(extra) > 0 {
 		args = append(args, extra...)
 		sum.Figure("manager flags beyond the defaults: %s", strings.Join(extra, " "))
+	}
+	if r.prof, err = newProfiler(); err != nil {
+		sum.Fatalf(b, "%v", err)
+	}
+	if r.prof != nil {
+		args = append(args, r.prof.flag())
+		sum.Figure("PROFILED (figures perturbed): profiles in %s", r.prof.dir)
 	}
 	r.mgr, err = cluster.StartManager(ctx, bin, kubeconfig, args...)
 	if err != nil {
@@ -436,6 +448,9 @@ func (r *sizeRun) steady(ctx context.Context) steadyResult {
 	conns0 := r.srv.conns.Load()
 	counting.Store(true)
 	st.from = time.Now()
+	if r.prof != nil {
+		r.prof.startCPU(ctx, fmt.Sprintf("manager-%d", r.probes), st.window-time.Second)
+	}
 	select {
 	case <-time.After(st.window):
 	case <-r.mgr.Exited():
@@ -447,6 +462,11 @@ func (r *sizeRun) steady(ctx context.Context) steadyResult {
 	st.drift = r.srv.drifts(st.from, st.to)
 	st.cores = (cpu1 - cpu0) / st.to.Sub(st.from).Seconds()
 	st.rss = benchkit.RSSMiB(r.mgr.Pid())
+	if r.prof != nil {
+		if err := r.prof.finish(ctx, fmt.Sprintf("manager-%d", r.probes)); err != nil {
+			r.sum.Figure("profiles: %v", err)
+		}
+	}
 	st.rbpChanges, st.depChanges = rbpChanges.Load(), depChanges.Load()
 	r.sum.Figure("probe server connections opened: %d until settled, %d in the steady window", conns0, r.srv.conns.Load()-conns0)
 	evs, err := benchkit.ReadAudit(r.c.AuditLog(), benchkit.ManagerUser)
