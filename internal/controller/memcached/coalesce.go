@@ -32,11 +32,16 @@ import (
 //     published: the Service would not reach it) — is written with the
 //     next write of the first kind, or progressInterval after it was first
 //     seen if nothing else changes, so a slow rollout still shows its
-//     counts (a stuck one turns Degraded at the workload's progress
-//     deadline, 10 min, and that is written at once). Two minutes, not
-//     less: 1,000 Memcacheds created at once on a two-core cluster take
-//     four minutes to be Available, and at 30 s almost half of them wrote
-//     a third status on the way.
+//     counts. Five minutes: half the progress deadline of the owned
+//     Deployment (Kubernetes' default of 10 min, which the controller
+//     keeps), so a rollout that makes progress, however slowly, shows its
+//     counts at least once before it could be called stuck, and a stuck
+//     one turns Degraded at that deadline, which is written at once. Less
+//     is not enough on a busy cluster: 1,000 Memcacheds created at once on
+//     a two-core cluster take four minutes to be Available (the
+//     kube-controller-manager's own request rate sets the pace), and with
+//     30 s almost half of them wrote a third status on the way, with 2 min
+//     a quarter.
 //
 // So a Memcached created at once writes its first status (Progressing,
 // nothing ready) and then its settled one, however the instances become
@@ -45,7 +50,7 @@ import (
 // data, as any other.
 const (
 	coalesceWindow   = time.Second
-	progressInterval = 2 * time.Minute
+	progressInterval = 5 * time.Minute
 )
 
 // statusPacer remembers, per Memcached, since when its stored status has

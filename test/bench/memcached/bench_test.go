@@ -24,7 +24,8 @@
 // only, and the phases are told apart by time.
 //
 // Knobs: BENCH_MEMCACHED_SIZES (default "200,1000"; BENCH_SCALE scales
-// them), BENCH_MEMCACHED_OPERATORS ("runbook,baseline"), BENCH_IDLE
+// them), BENCH_MEMCACHED_OPERATORS ("baseline,runbook": the
+// baseline first, so that Runbook's CPU is judged against it), BENCH_IDLE
 // (default 30s), BENCH_MEMCACHED_MANAGER_ENV (e.g. "GOGC=100", for
 // Runbook's manager), BENCH_MEMCACHED_MANAGER_ARGS (extra flags, space
 // separated), BENCH_MEMCACHED_DISABLE_COMPRESSION=true (Runbook's
@@ -73,9 +74,17 @@ const (
 	// podsPerNode is kwok's default node capacity.
 	podsPerNode = 110
 
-	// Runbook's targets (issue 16). CPU scales with the objects: 1.5 s per
-	// 200 objects of size 2, from creation until all are Available.
-	cpuPer200Target = 1500 * time.Millisecond
+	// Runbook's targets (issue 16). The CPU target was set side by side
+	// with the tutorial on the machine the issue was filed on: 1.5 s for
+	// 200 objects of size 2, from creation until all are Available, where
+	// the tutorial spent 0.74 s. CPU seconds are the machine's: the same
+	// build measured 2.2 s on one development machine and 3.9 s on
+	// another, and the tutorial-like baseline 1.76 s and 3.79 s. So when
+	// the baseline ran for the same size in the same sweep, the target is
+	// that ratio to it (1.5 / 0.74 ≈ 2.03 times the baseline's CPU);
+	// without it, the issue's absolute figure, scaled to the size.
+	cpuPer200Target   = 1500 * time.Millisecond
+	tutorialCPUPer200 = 740 * time.Millisecond
 	// maxStatusWrites per object from creation until Available: the first
 	// status (objects applied, instances on the way) and the final one
 	// (Available with its servers); intermediate states are coalesced
@@ -151,7 +160,7 @@ func operators(b *testing.B) []operator {
 		},
 	}
 	var out []operator
-	for _, n := range strings.Split(envOr("BENCH_MEMCACHED_OPERATORS", "runbook,baseline"), ",") {
+	for _, n := range strings.Split(envOr("BENCH_MEMCACHED_OPERATORS", "baseline,runbook"), ",") {
 		op, ok := all[strings.TrimSpace(n)]
 		if !ok {
 			b.Fatalf("BENCH_MEMCACHED_OPERATORS: unknown operator %q (runbook, baseline)", n)
@@ -209,6 +218,8 @@ type bench struct {
 	dir        string
 	binaries   map[string]string
 	idle       time.Duration
+	// baselineCPU is the baseline's CPU per size, once it ran.
+	baselineCPU map[int]time.Duration
 }
 
 func sweep(b *testing.B) {
@@ -238,7 +249,8 @@ func setUp(ctx context.Context, b *testing.B, ops []operator, largest int) (*ben
 	if err != nil {
 		return nil, nil, fmt.Errorf("starting the cluster: %w", err)
 	}
-	bn := &bench{kc: kc, dir: b.TempDir(), binaries: map[string]string{}, idle: benchkit.Window(b, "idle", fullIdle, 10*time.Second)}
+	bn := &bench{kc: kc, dir: b.TempDir(), binaries: map[string]string{}, idle: benchkit.Window(b, "idle", fullIdle, 10*time.Second),
+		baselineCPU: map[int]time.Duration{}}
 	fail := func(err error) (*bench, func(), error) { kc.Stop(); return nil, nil, err }
 	for _, f := range []string{"config/crd/bases/cache.runbook.dev_memcacheds.yaml", "test/bench/memcached/baseline/crd.yaml"} {
 		if _, err := kc.Kubectl(ctx, "apply", "--server-side", "-f", filepath.Join(testenv.RepoRoot(), f)); err != nil {
@@ -396,11 +408,11 @@ func (bn *bench) phase(ctx context.Context, b *testing.B, op operator, n int) {
 	idleFigure := fmt.Sprintf("writes during %s idle %d (CPU %.2f s)", bn.idle, len(idleWrites), (cpu2 - cpu1).Seconds())
 	sum.Figure("%d objects of size %d all Available after %s", n, instances, toAvailable.Round(100*time.Millisecond))
 	if op.name == "runbook" {
-		limit := time.Duration(float64(cpuPer200Target) * float64(n) / 200)
-		sum.Target(cpu <= limit, "%s (target ≤ %.2f s)", cpuFigure, limit.Seconds())
+		bn.judgeCPU(sum, cpu, cpuFigure, n)
 		sum.Target(statusMax <= maxStatusWrites, "%s (target ≤ %d)", statusFigure, maxStatusWrites)
 		sum.Target(len(idleWrites) == 0, "%s (target 0)", idleFigure)
 	} else {
+		bn.baselineCPU[n] = cpu
 		sum.Figure("%s", cpuFigure)
 		sum.Figure("%s", statusFigure)
 		sum.Figure("%s", idleFigure)
@@ -414,6 +426,22 @@ func (bn *bench) phase(ctx context.Context, b *testing.B, op operator, n int) {
 	if err := deleteNamespace(ctx, bn.cl, ns); err != nil {
 		b.Errorf("cleaning up after %s n=%d: %v", op.name, n, err)
 	}
+}
+
+// judgeCPU holds Runbook's CPU for n objects to the issue's target: its
+// ratio to the tutorial's, against the baseline measured in the same
+// sweep when it ran for n, else its absolute figure (cpuPer200Target).
+func (bn *bench) judgeCPU(sum *benchkit.Summary, cpu time.Duration, figure string, n int) {
+	ratio := float64(cpuPer200Target) / float64(tutorialCPUPer200)
+	base, ok := bn.baselineCPU[n]
+	if !ok || base <= 0 {
+		limit := time.Duration(float64(cpuPer200Target) * float64(n) / 200)
+		sum.Target(cpu <= limit, "%s (target ≤ %.2f s; no baseline in this run to scale it by)", figure, limit.Seconds())
+		return
+	}
+	got := float64(cpu) / float64(base)
+	sum.Target(got <= ratio, "%s, ×%.2f the tutorial baseline's %.2f s in this run (target ≤ ×%.2f: the issue's %.1f s per 200 where the tutorial spent %.2f s; here that is ≤ %.2f s)",
+		figure, got, base.Seconds(), ratio, cpuPer200Target.Seconds(), tutorialCPUPer200.Seconds(), base.Seconds()*ratio)
 }
 
 // settle waits until the process has used no CPU for a second (its caches
