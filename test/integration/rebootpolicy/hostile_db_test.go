@@ -273,16 +273,23 @@ func TestHostileHugeRowAndResult(t *testing.T) {
 	g.Expect(createRBP(t, newRBP(ns, "rbp", autorebootv1alpha1.TargetRef{Kind: autorebootv1alpha1.KindDeployment, Name: "web"},
 		// Timeouts far above what the bounds need: on a starved machine a
 		// query can outlive the default 5 s before the bound trips, and
-		// this test is about the bound, not the timeout.
-		withTimeout(sqlPolicy("row", autorebootv1alpha1.DriverPostgres, "pg", "SELECT repeat('x', 600000000)"), 30),
-		withTimeout(sqlPolicy("result", autorebootv1alpha1.DriverPostgres, "pg", "SELECT repeat('x', 1000) FROM generate_series(1, 1000000)"), 30),
-		withTimeout(sqlPolicy("maria", autorebootv1alpha1.DriverMySQL, "maria", "SELECT seq, REPEAT('x', 1000) FROM seq_1_to_1000000"), 30)))).To(Succeed())
+		// this test is about the bound, not the timeout. The period equals
+		// the timeout, and a worker's first probe waits for its slot in the
+		// period (up to a period), so period plus timeout must fit in the
+		// wait below (60 s): 20 s each. The row is 128 MiB (2,048 times the
+		// 64 KiB bound, twice the heap growth allowed below): PostgreSQL
+		// needs 8 s of one core just to build a 600 MB value on a slow
+		// machine, and with the copy it makes to send it, such a row
+		// outlived a 30 s timeout while other tests ran.
+		withTimeout(sqlPolicy("row", autorebootv1alpha1.DriverPostgres, "pg", "SELECT repeat('x', 134217728)"), 20),
+		withTimeout(sqlPolicy("result", autorebootv1alpha1.DriverPostgres, "pg", "SELECT repeat('x', 1000) FROM generate_series(1, 1000000)"), 20),
+		withTimeout(sqlPolicy("maria", autorebootv1alpha1.DriverMySQL, "maria", "SELECT seq, REPEAT('x', 1000) FROM seq_1_to_1000000"), 20)))).To(Succeed())
 	for _, p := range []string{"row", "result", "maria"} {
 		ps := expectError(t, ns, "rbp", p, autorebootv1alpha1.ReasonResultTooLarge)
 		g.Expect(ps.Message).To(HavePrefix("result too large"))
 	}
 	// The manager runs in this process: its heap never grew by anything
-	// near the 600 MB row or the 1 GB results.
+	// near the 128 MiB row or the 1 GB results.
 	g.Expect(peak()).To(BeNumerically("<", 64<<20), "heap grew by %d MiB while the hostile queries ran", peak()>>20)
 }
 
