@@ -11,6 +11,7 @@ import (
 
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
 	"github.com/runbook-dev/runbook/internal/controller/nsscaler"
+	"github.com/runbook-dev/runbook/internal/memrelease"
 	"github.com/runbook-dev/runbook/internal/registry"
 )
 
@@ -48,6 +49,7 @@ func registerNSScaler(reg *registry.Registry, scheme *runtime.Scheme, fs *flag.F
 			WriteConcurrency:        *writes,
 			WriteQPS:                *qps,
 			MaxConcurrentReconciles: *workers,
+			Bursts:                  memrelease.New(clock.RealClock{}, memrelease.DefaultQuiet, memrelease.DefaultMinInterval, nil),
 		})
 		return err
 	})

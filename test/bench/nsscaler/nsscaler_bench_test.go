@@ -240,6 +240,8 @@ func startSize(ctx context.Context, namespaces int) (*sizeRun, error) {
 // starts sampling it. NSSCALER_BENCH_GOGC and NSSCALER_BENCH_GOMEMLIMIT
 // run it with that GOGC or Go memory limit, to evaluate them; they are set
 // after the control plane started, so only the manager inherits them.
+// BENCH_NSSCALER_MANAGER_ARGS adds flags (space separated), e.g.
+// --pprof-bind-address for a heap profile of the settled manager.
 func startManager(b *testing.B, sum *benchkit.Summary, s *sizeRun, bin string) (*cluster.Manager, *processSampler) {
 	ctx := context.Background()
 	kcPath, err := s.managerKubeconfig(b.TempDir())
@@ -251,8 +253,10 @@ func startManager(b *testing.B, sum *benchkit.Summary, s *sizeRun, bin string) (
 			b.Setenv(v, val)
 		}
 	}
-	mgr, err := cluster.StartManager(ctx, bin, kcPath, "--controllers=nsscaler", "--operator-namespace=runbook-system",
-		fmt.Sprintf("--nsscaler-write-concurrency=%d", concurrency))
+	args := append([]string{"--controllers=nsscaler", "--operator-namespace=runbook-system",
+		fmt.Sprintf("--nsscaler-write-concurrency=%d", concurrency)},
+		strings.Fields(os.Getenv("BENCH_NSSCALER_MANAGER_ARGS"))...)
+	mgr, err := cluster.StartManager(ctx, bin, kcPath, args...)
 	if err != nil {
 		sum.Fatalf(b, "starting the manager: %v", err)
 	}
