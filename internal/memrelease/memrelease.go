@@ -79,16 +79,3 @@ func (r *Releaser) fire() {
 	r.mu.Unlock()
 	r.release()
 }
-
-// Stop cancels a planned release.
-func (r *Releaser) Stop() {
-	if r == nil {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.timer != nil {
-		r.timer.Stop()
-		r.timer = nil
-	}
-}
