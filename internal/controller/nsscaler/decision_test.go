@@ -3,7 +3,6 @@ package nsscaler
 import (
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 )
 
@@ -115,7 +114,7 @@ func TestWriteTrackerPrefersNewerWrites(t *testing.T) {
 		t.Fatalf("entry not forgotten once the cache caught up: %+v", got)
 	}
 	tr.record(Workload{Kind: kindDeployment, UID: "gone", ResourceVersion: "5"})
-	tr.forget(kindDeployment, map[types.UID]struct{}{})
+	tr.forget(tr.tracked(kindDeployment))
 	if len(tr.written) != 0 {
 		t.Fatalf("entries of deleted objects kept: %v", tr.written)
 	}

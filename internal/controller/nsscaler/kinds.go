@@ -24,8 +24,10 @@ type kindHandler interface {
 	key() KindKey
 	// objectKind is the kind's API group, version and kind.
 	objectKind() schema.GroupVersionKind
-	// list returns every object of the kind in the cluster.
-	list(ctx context.Context) ([]Workload, error)
+	// each calls fn with every object of the kind in the cluster, one at a
+	// time: a pass converts each cached object as it decides on it and
+	// holds no Workload per object.
+	each(ctx context.Context, fn func(Workload)) error
 	// get reads one object from the apiserver; found is false when it is gone.
 	get(ctx context.Context, namespace, name string) (w Workload, found bool, err error)
 	// park puts the workload in its parked state. When record is non-nil
@@ -106,27 +108,24 @@ func (h *builtinHandler) toWorkload(obj client.Object) Workload {
 	return w
 }
 
-func (h *builtinHandler) list(ctx context.Context) ([]Workload, error) {
+func (h *builtinHandler) each(ctx context.Context, fn func(Workload)) error {
 	if objs, ok := h.cachedObjects(ctx, h.newObj()); ok {
-		out := make([]Workload, 0, len(objs))
 		for _, o := range objs {
 			if obj, ok := o.(client.Object); ok {
-				out = append(out, h.toWorkload(obj))
+				fn(h.toWorkload(obj))
 			}
 		}
-		return out, nil
+		return nil
 	}
 	l := h.newList()
 	// The workloads are only read: skip the deep copy of thousands of objects.
 	if err := h.cache.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing %s: %w", h.kind, err)
+		return fmt.Errorf("listing %s: %w", h.kind, err)
 	}
-	var out []Workload
-	err := meta.EachListItem(l, func(o runtime.Object) error {
-		out = append(out, h.toWorkload(o.(client.Object)))
+	return meta.EachListItem(l, func(o runtime.Object) error {
+		fn(h.toWorkload(o.(client.Object)))
 		return nil
 	})
-	return out, err
 }
 
 func (h *builtinHandler) get(ctx context.Context, namespace, name string) (Workload, bool, error) {

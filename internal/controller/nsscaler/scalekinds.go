@@ -36,17 +36,16 @@ func (h *scaleHandler) toWorkload(u *unstructured.Unstructured) Workload {
 	return w
 }
 
-func (h *scaleHandler) list(ctx context.Context) ([]Workload, error) {
+func (h *scaleHandler) each(ctx context.Context, fn func(Workload)) error {
 	l := &unstructured.UnstructuredList{}
 	l.SetGroupVersionKind(h.gvk.GroupVersion().WithKind(h.gvk.Kind + "List"))
 	if err := h.cache.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing %s: %w", h.kind, err)
+		return fmt.Errorf("listing %s: %w", h.kind, err)
 	}
-	out := make([]Workload, 0, len(l.Items))
 	for i := range l.Items {
-		out = append(out, h.toWorkload(&l.Items[i]))
+		fn(h.toWorkload(&l.Items[i]))
 	}
-	return out, nil
+	return nil
 }
 
 func (h *scaleHandler) newObj(namespace, name string) *unstructured.Unstructured {

@@ -26,7 +26,7 @@ func (f *fakeHandler) key() KindKey { return kindDeployment }
 func (f *fakeHandler) objectKind() schema.GroupVersionKind {
 	return schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
 }
-func (f *fakeHandler) list(context.Context) ([]Workload, error) { return nil, nil }
+func (f *fakeHandler) each(context.Context, func(Workload)) error { return nil }
 func (f *fakeHandler) get(context.Context, string, string) (Workload, bool, error) {
 	return f.fresh, true, nil
 }

@@ -70,16 +70,29 @@ func (t *writeTracker) pending() int {
 	return len(t.written)
 }
 
-// forget drops entries of objects of kind k that are gone.
-func (t *writeTracker) forget(k KindKey, seen map[types.UID]struct{}) {
+// tracked returns the objects of kind k with a write not yet cached (nil
+// when there are none).
+func (t *writeTracker) tracked(k KindKey) map[types.UID]struct{} {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	var out map[types.UID]struct{}
 	for uid, w := range t.written {
 		if w.Kind != k {
 			continue
 		}
-		if _, ok := seen[uid]; !ok {
-			delete(t.written, uid)
+		if out == nil {
+			out = map[types.UID]struct{}{}
 		}
+		out[uid] = struct{}{}
+	}
+	return out
+}
+
+// forget drops the entries of objects that are gone.
+func (t *writeTracker) forget(gone map[types.UID]struct{}) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for uid := range gone {
+		delete(t.written, uid)
 	}
 }

@@ -156,3 +156,53 @@ func TestWritePoolBoundsConcurrencyAndKeepsEveryOutcome(t *testing.T) {
 		})
 	}
 }
+
+// listedHandler lists fixed workloads; during lists it calls during with
+// each one (a write of the pass being recorded while it still lists).
+type listedHandler struct {
+	fakeHandler
+	kind   KindKey
+	listed []Workload
+	during func(Workload)
+}
+
+func (h *listedHandler) key() KindKey { return h.kind }
+func (h *listedHandler) each(_ context.Context, fn func(Workload)) error {
+	for _, w := range h.listed {
+		fn(w)
+		if h.during != nil {
+			h.during(w)
+		}
+	}
+	return nil
+}
+
+func TestEachFreshPrefersOwnWritesAndForgetsOnlyGoneObjects(t *testing.T) {
+	r := testReconciler(t)
+	tr := r.tracker
+	tr.record(Workload{Kind: kindDeployment, UID: "newer", ResourceVersion: "10", HasAnnotation: true})
+	tr.record(Workload{Kind: kindDeployment, UID: "gone", ResourceVersion: "4"})
+	tr.record(Workload{Kind: kindStatefulSet, UID: "other-kind", ResourceVersion: "4"})
+	h := &listedHandler{kind: kindDeployment, listed: []Workload{
+		{Kind: kindDeployment, UID: "newer", ResourceVersion: "9"},
+		{Kind: kindDeployment, UID: "written-now", ResourceVersion: "3"},
+	}}
+	// The pass parks written-now while the list goes on.
+	h.during = func(w Workload) {
+		if w.UID == "written-now" {
+			tr.record(Workload{Kind: kindDeployment, UID: "written-now", ResourceVersion: "5"})
+		}
+	}
+	got := map[types.UID]string{}
+	if err := r.eachFresh(context.Background(), h, func(w Workload) { got[w.UID] = w.ResourceVersion }); err != nil {
+		t.Fatal(err)
+	}
+	if got["newer"] != "10" || got["written-now"] != "3" || len(got) != 2 {
+		t.Fatalf("listed %v, want newer at its written 10 and written-now as cached", got)
+	}
+	for uid, want := range map[types.UID]bool{"newer": true, "gone": false, "written-now": true, "other-kind": true} {
+		if _, kept := tr.written[uid]; kept != want {
+			t.Errorf("entry %s kept %v, want %v", uid, kept, want)
+		}
+	}
+}
