@@ -110,7 +110,13 @@ func (h *builtinHandler) toWorkload(obj client.Object) Workload {
 
 func (h *builtinHandler) each(ctx context.Context, fn func(Workload)) error {
 	if objs, ok := h.cachedObjects(ctx, h.newObj()); ok {
-		for _, o := range objs {
+		for i, o := range objs {
+			// The pass decides at the pace of its writes, and the watch
+			// replaces each written object in the cache meanwhile: a slice
+			// that still pointed at the decided ones would keep every
+			// replaced copy alive until the pass ends (the cache twice over
+			// by the end of a mass park).
+			objs[i] = nil
 			if obj, ok := o.(client.Object); ok {
 				fn(h.toWorkload(obj))
 			}
