@@ -37,7 +37,7 @@ func TestCompactWorkloadReadsTheSame(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			trimmed, _ := trimObject(tt.obj.DeepCopyObject())
 			want := tt.h.toWorkload(trimmed.(client.Object))
-			out, err := trimAndShareLabels(newLabelInterner())(tt.obj.DeepCopyObject())
+			out, err := trimAndShareMaps(newMapInterner(), newMapInterner())(tt.obj.DeepCopyObject())
 			if err != nil {
 				t.Fatal(err)
 			}

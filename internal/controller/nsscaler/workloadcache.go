@@ -27,7 +27,7 @@ import (
 // not read is given up at once (dynamicKinds.watchFailed). A read of a kind
 // without an informer fails instead of starting one that might never sync.
 func newWorkloadCache(mgr ctrl.Manager, onWatchError func(typeDescription string, err error)) (cache.Cache, error) {
-	trim := trimAndShareLabels(newLabelInterner())
+	trim := trimAndShareMaps(newMapInterner(), newMapInterner())
 	c, err := cache.New(protobufConfig(mgr), cache.Options{
 		HTTPClient:                  mgr.GetHTTPClient(),
 		Scheme:                      mgr.GetScheme(),
@@ -61,20 +61,22 @@ type managedCache struct{ cache.Cache }
 
 func (m managedCache) GetCache() cache.Cache { return m.Cache }
 
-// trimAndShareLabels is the cache transform: trimObject, then the labels of
-// a workload shared with every other workload that has the same ones, and
-// the built-in workloads held as cachedWorkloads.
-func trimAndShareLabels(in *labelInterner) toolscache.TransformFunc {
+// trimAndShareMaps is the cache transform: trimObject, then the labels and
+// the kept annotations of the built-in workloads shared with every other
+// workload that has the same (custom resources keep theirs inside their
+// unstructured content, which the setters copy: nothing to share there),
+// then the compact cached form.
+func trimAndShareMaps(labels, annotations *mapInterner) toolscache.TransformFunc {
 	return func(o any) (any, error) {
 		out, err := trimObject(o)
 		if err != nil {
 			return out, err
 		}
 		switch obj := out.(type) {
-		// Custom resources keep their labels inside their unstructured
-		// content, which SetLabels copies: nothing to share there.
 		case *appsv1.Deployment, *appsv1.StatefulSet, *batchv1.CronJob:
-			in.intern(obj.(metav1.Object))
+			m := obj.(metav1.Object)
+			m.SetLabels(labels.share(m.GetLabels()))
+			m.SetAnnotations(annotations.share(m.GetAnnotations()))
 		}
 		return compactWorkload(out), nil
 	}

@@ -121,31 +121,56 @@ func TestTrimObjectScaledObject(t *testing.T) {
 	}
 }
 
-// Workloads with the same labels share one map in the cache; different
-// sets do not, and the table starts over when full.
-func TestLabelsAreShared(t *testing.T) {
-	trim := trimAndShareLabels(newLabelInterner())
-	labelled := func(app string) *appsv1.Deployment {
-		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: app, Labels: map[string]string{"app": app, "tier": "web"}}}
+// Workloads with the same labels, or the same kept annotations, share one
+// map in the cache; different ones do not, whatever bytes the values hold,
+// and the table starts over when full.
+func TestLabelsAndAnnotationsAreShared(t *testing.T) {
+	trim := trimAndShareMaps(newMapInterner(), newMapInterner())
+	same := func(a, b map[string]string) bool {
+		return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 	}
-	a1, _ := trim(labelled("a"))
-	a2, _ := trim(labelled("a"))
-	b, _ := trim(labelled("b"))
-	la1, la2, lb := a1.(metav1.Object).GetLabels(), a2.(metav1.Object).GetLabels(), b.(metav1.Object).GetLabels()
-	if reflect.ValueOf(la1).UnsafePointer() != reflect.ValueOf(la2).UnsafePointer() {
-		t.Fatal("two Deployments with the same labels keep two maps")
+	labelled := func(app string, ann map[string]string) metav1.Object {
+		out, err := trim(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: app,
+			Labels: map[string]string{"app": app, "tier": "web"}, Annotations: ann}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.(metav1.Object)
 	}
-	if reflect.ValueOf(la1).UnsafePointer() == reflect.ValueOf(lb).UnsafePointer() || lb["app"] != "b" {
-		t.Fatalf("different labels share a map: %v %v", la1, lb)
+	parked := func(orig string) map[string]string {
+		return map[string]string{AnnotationOriginal: orig, "kubectl.kubernetes.io/last-applied-configuration": "{}"}
 	}
-	in := newLabelInterner()
-	for i := range maxInternedLabelSets + 10 {
-		in.intern(&metav1.ObjectMeta{Labels: map[string]string{"i": fmt.Sprint(i)}})
+	a1, a2, b := labelled("a", parked(`{"replicas":1}`)), labelled("a", parked(`{"replicas":1}`)), labelled("b", parked(`{"replicas":2}`))
+	if !same(a1.GetLabels(), a2.GetLabels()) || !same(a1.GetAnnotations(), a2.GetAnnotations()) {
+		t.Fatal("two Deployments with the same labels and original keep their own maps")
 	}
-	if len(in.sets) > maxInternedLabelSets {
-		t.Fatalf("%d label sets held", len(in.sets))
+	if same(a1.GetLabels(), b.GetLabels()) || b.GetLabels()["app"] != "b" {
+		t.Fatalf("different labels share a map: %v %v", a1.GetLabels(), b.GetLabels())
 	}
-	if labelSetKey(map[string]string{"a": "b=c"}) == labelSetKey(map[string]string{"a=b": "c"}) {
-		t.Fatal("two label sets render the same")
+	if same(a1.GetAnnotations(), b.GetAnnotations()) || b.GetAnnotations()[AnnotationOriginal] != `{"replicas":2}` {
+		t.Fatalf("different originals share a map: %v %v", a1.GetAnnotations(), b.GetAnnotations())
+	}
+	// A tenant's value that spells out another map's rendering must not be
+	// handed that map (nor hand it its own).
+	victim := labelled("v", map[string]string{AnnotationExclude: "x", AnnotationExcludeUntil: "2030-01-01T00:00:00Z"})
+	forged := labelled("f", map[string]string{AnnotationExclude: "x\x00" + AnnotationExcludeUntil + "\x002030-01-01T00:00:00Z"})
+	if same(victim.GetAnnotations(), forged.GetAnnotations()) || victim.GetAnnotations()[AnnotationExcludeUntil] == "" {
+		t.Fatalf("a forged value shares a map: %v %v", victim.GetAnnotations(), forged.GetAnnotations())
+	}
+	in := newMapInterner()
+	for i := range maxInternedMaps + 10 {
+		in.share(map[string]string{"i": fmt.Sprint(i)})
+	}
+	if len(in.maps) > maxInternedMaps {
+		t.Fatalf("%d maps held", len(in.maps))
+	}
+	for _, pair := range [][2]map[string]string{
+		{{"a": "b=c"}, {"a=b": "c"}},
+		{{"a": "1:b"}, {"a1": ":b"}},
+		{{"a": "x\x00b\x00y"}, {"a": "x", "b": "y"}},
+	} {
+		if mapKey(pair[0]) == mapKey(pair[1]) {
+			t.Fatalf("%v and %v render the same", pair[0], pair[1])
+		}
 	}
 }
