@@ -189,6 +189,7 @@ func runRound(ctx context.Context, b *testing.B, sum *benchkit.Summary, s *sizeR
 	defer func() {
 		_ = mgr.Stop()
 		mgr.DumpLogsOnFailure(b.Failed())
+		keepLogs(b, mgr.Logs())
 	}()
 	// Completion is read from the NSScaler's status, watched: one small
 	// object, so the measurement adds no load of its own.
@@ -203,6 +204,24 @@ func runRound(ctx context.Context, b *testing.B, sum *benchkit.Summary, s *sizeR
 	deleteScaler(ctx, b, sum, s.c, obs)
 	stats := sampler.stop()
 	return round{rawPark: rawPark, rawRestore: rawRestore, run: run, stats: stats, phases: sampler.describe(stats)}
+}
+
+// keepLogs writes the manager's log into BENCH_NSSCALER_LOG_DIR, when
+// set, one file per run, for reading its collections against the phases.
+func keepLogs(b *testing.B, logs string) {
+	dir := os.Getenv("BENCH_NSSCALER_LOG_DIR")
+	if dir == "" {
+		return
+	}
+	f, err := os.CreateTemp(dir, "manager-*.log")
+	if err != nil {
+		b.Logf("keeping the manager's log: %v", err)
+		return
+	}
+	defer func() { _ = f.Close() }()
+	if _, err := f.WriteString(logs); err != nil {
+		b.Logf("keeping the manager's log: %v", err)
+	}
 }
 
 // startSize starts a control plane and creates the namespaces and
@@ -237,9 +256,11 @@ func startSize(ctx context.Context, namespaces int) (*sizeRun, error) {
 }
 
 // startManager runs the manager binary with its own admin identity and
-// starts sampling it. NSSCALER_BENCH_GOGC and NSSCALER_BENCH_GOMEMLIMIT
-// run it with that GOGC or Go memory limit, to evaluate them; they are set
-// after the control plane started, so only the manager inherits them.
+// starts sampling it. NSSCALER_BENCH_GOGC, NSSCALER_BENCH_GOMEMLIMIT and
+// NSSCALER_BENCH_GODEBUG run it with that GOGC, Go memory limit or GODEBUG
+// (gctrace=1: every collection's heap sizes, see BENCH_NSSCALER_LOG_DIR),
+// to evaluate them; they are set after the control plane started, so only
+// the manager inherits them.
 // BENCH_NSSCALER_MANAGER_ARGS adds flags (space separated), e.g.
 // --pprof-bind-address for a heap profile of the settled manager.
 func startManager(b *testing.B, sum *benchkit.Summary, s *sizeRun, bin string) (*cluster.Manager, *processSampler) {
@@ -248,7 +269,7 @@ func startManager(b *testing.B, sum *benchkit.Summary, s *sizeRun, bin string) (
 	if err != nil {
 		sum.Fatalf(b, "%v", err)
 	}
-	for _, v := range []string{"GOGC", "GOMEMLIMIT"} {
+	for _, v := range []string{"GOGC", "GOMEMLIMIT", "GODEBUG"} {
 		if val := os.Getenv("NSSCALER_BENCH_" + v); val != "" {
 			b.Setenv(v, val)
 		}

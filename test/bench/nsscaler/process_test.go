@@ -14,6 +14,8 @@ type phaseStats struct {
 	// peak is the largest sampled resident set, with its anonymous (heap,
 	// stacks) and file-backed (the mapped executable) parts, in MiB.
 	peak, peakAnon, peakFile float64
+	// peakAfter is when the peak was sampled, from the phase's start.
+	peakAfter time.Duration
 	// endRSS is the resident set when the phase ended, in MiB.
 	endRSS float64
 	// cpu is the manager's CPU time (user + system) in the phase.
@@ -30,6 +32,8 @@ type processSampler struct {
 	stats map[string]*phaseStats
 	// cpuAt is the process's CPU time when the current phase began.
 	cpuAt time.Duration
+	// since is when the current phase began.
+	since time.Time
 	done  chan struct{}
 	wg    sync.WaitGroup
 }
@@ -41,7 +45,7 @@ func sampleProcess(pid int, first string) (*processSampler, error) {
 		return nil, err
 	}
 	m := &processSampler{pid: pid, cur: first, order: []string{first}, stats: map[string]*phaseStats{first: {}},
-		cpuAt: cpu, done: make(chan struct{})}
+		cpuAt: cpu, since: time.Now(), done: make(chan struct{})}
 	m.wg.Go(func() {
 		t := time.NewTicker(50 * time.Millisecond)
 		defer t.Stop()
@@ -66,6 +70,7 @@ func (m *processSampler) sample() {
 	defer m.mu.Unlock()
 	if s := m.stats[m.cur]; st["VmRSS"] > s.peak {
 		s.peak, s.peakAnon, s.peakFile = st["VmRSS"], st["RssAnon"], st["RssFile"]
+		s.peakAfter = time.Since(m.since)
 	}
 }
 
@@ -82,7 +87,7 @@ func (m *processSampler) phase(next string) {
 	if cpuErr == nil {
 		s.cpu, m.cpuAt = cpu-m.cpuAt, cpu
 	}
-	m.cur = next
+	m.cur, m.since = next, time.Now()
 	m.order = append(m.order, next)
 	m.stats[next] = &phaseStats{}
 }
@@ -102,7 +107,8 @@ func (m *processSampler) stop() map[string]phaseStats {
 	return out
 }
 
-// describe renders the phases in order: peak (anon, file) and CPU each.
+// describe renders the phases in order: peak (anon, file, when in the
+// phase) and CPU each.
 func (m *processSampler) describe(stats map[string]phaseStats) string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -112,7 +118,8 @@ func (m *processSampler) describe(stats map[string]phaseStats) string {
 			continue
 		}
 		s := stats[p]
-		parts = append(parts, fmt.Sprintf("%s %.1f (anon %.1f, file %.1f) MiB %.2f CPU-s", p, s.peak, s.peakAnon, s.peakFile, s.cpu.Seconds()))
+		parts = append(parts, fmt.Sprintf("%s %.1f (anon %.1f, file %.1f; +%.1fs) MiB %.2f CPU-s",
+			p, s.peak, s.peakAnon, s.peakFile, s.peakAfter.Seconds(), s.cpu.Seconds()))
 	}
 	return strings.Join(parts, ", ")
 }
