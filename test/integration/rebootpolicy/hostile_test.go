@@ -269,6 +269,9 @@ func TestFutureRestartStampIsReported(t *testing.T) {
 		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(dep), dep)).To(Succeed())
 		return restartedAt(dep)
 	}, timeout, interval).ShouldNot(Equal("2099-01-01T00:00:00Z"))
+	// The count is written to status after the patch, in the same write
+	// that clears the pending trigger: wait for that write, not the patch.
+	g.Eventually(func() bool { return getRBP(t, ns, "rbp").Status.Policies[0].PendingTrigger }, timeout, interval).Should(BeFalse())
 	g.Expect(getRBP(t, ns, "rbp").Status.RestartCount).To(Equal(int64(1)))
 }
 
