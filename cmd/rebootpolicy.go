@@ -100,7 +100,7 @@ func bindRebootPolicyFlags(fs *flag.FlagSet) *rebootPolicyFlags {
 			"Most bytes an sql trigger's whole result may have."),
 		fingerprintKey: fs.String("fingerprint-key-secret", fingerprint.DefaultSecretName,
 			"Secret in --operator-namespace holding the key of RebootPolicy fingerprints (created if missing)."),
-		workers: fs.Int("rebootpolicy-max-concurrent-reconciles", 8,
+		workers: fs.Int("rebootpolicy-max-concurrent-reconciles", rebootpolicy.DefaultMaxConcurrentReconciles,
 			"RebootPolicies the rebootpolicy controller reconciles in parallel (probes run in their own workers regardless)."),
 		maxRestarts: fs.Int("max-concurrent-restarts", 0,
 			"Most RebootPolicy restarts in progress at once, over all RebootPolicies (from the patch until the target is available again); 0 means no limit."),

@@ -80,6 +80,14 @@ type triggerState struct {
 	failures  int32
 	successes int32
 
+	// merging: a fire now would merge into a restart already due for this
+	// policy (the last fire is not in status yet, or status holds it
+	// pending). A threshold trigger then only starts a fresh count: the
+	// fire would change nothing in status, and telling the controller
+	// about it costs a reconcile (and often a read) per period while the
+	// restart is carried out.
+	merging bool
+
 	published policyState
 }
 
@@ -122,6 +130,12 @@ func (t *triggerState) observeProbe(o observation, now time.Time) bool {
 	case autorebootv1alpha1.ResultFailure:
 		t.successes = 0
 		t.failures++
+		if t.failures >= t.failureThreshold && t.merging {
+			// Like after a fire, the next one needs fresh failures.
+			changed := t.noteFailure(o)
+			t.failures = 0
+			return changed
+		}
 		if t.failures >= t.failureThreshold {
 			p.FireSeq++
 			p.FiredAt = now
@@ -134,14 +148,7 @@ func (t *triggerState) observeProbe(o observation, now time.Time) bool {
 			t.failures = 0
 			return true
 		}
-		if p.LastResult != autorebootv1alpha1.ResultFailure {
-			p.LastResult = autorebootv1alpha1.ResultFailure
-			p.Reason = ""
-			p.ConsecutiveFailures = t.failures
-			p.Message = truncate(o.message, 256)
-			return true
-		}
-		return false
+		return t.noteFailure(o)
 	default:
 		t.failures = 0
 		t.successes++
@@ -158,6 +165,20 @@ func (t *triggerState) observeProbe(o observation, now time.Time) bool {
 		p.ConsecutiveFailures = 0
 		return true
 	}
+}
+
+// noteFailure publishes a failure that does not fire: only the first of a
+// run is a transition.
+func (t *triggerState) noteFailure(o observation) bool {
+	p := &t.published
+	if p.LastResult == autorebootv1alpha1.ResultFailure {
+		return false
+	}
+	p.LastResult = autorebootv1alpha1.ResultFailure
+	p.Reason = ""
+	p.ConsecutiveFailures = t.failures
+	p.Message = truncate(o.message, 256)
+	return true
 }
 
 func (t *triggerState) observeChange(o observation, now time.Time) bool {

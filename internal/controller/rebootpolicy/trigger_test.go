@@ -77,6 +77,55 @@ func TestThresholdTriggerRecordsCountAndTime(t *testing.T) {
 	}
 }
 
+// While merging, reaching the threshold starts a fresh count instead of
+// firing; a change trigger ignores merging (each change moves the settle
+// delay).
+func TestMergingFoldsOnlyThresholdFires(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name      string
+		kind      triggerKind
+		obs       []observation
+		wantFires uint64
+		wantPubs  int
+	}{
+		{"probe failing on", thresholdTrigger, []observation{{result: fail}, {result: fail}, {result: fail}}, 0, 1},
+		{"probe recovering and failing", thresholdTrigger, []observation{{result: fail}, {result: ok}, {result: fail}}, 0, 3},
+		{"change trigger", changeTrigger, []observation{{result: ok, fingerprint: "h1.k1.a"}, {result: ok, fingerprint: "h1.k1.b"}, {result: ok, fingerprint: "h1.k1.c"}}, 2, 3},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newTriggerState(tc.kind, 1, 1, policyState{})
+			st.merging = true
+			pubs := 0
+			for i, o := range tc.obs {
+				if st.observe(o, t0.Add(time.Duration(i)*time.Second)) {
+					pubs++
+				}
+			}
+			if st.published.FireSeq != tc.wantFires || pubs != tc.wantPubs {
+				t.Fatalf("fires %d publishes %d, want %d and %d", st.published.FireSeq, pubs, tc.wantFires, tc.wantPubs)
+			}
+			if tc.kind == thresholdTrigger && st.failures != 0 {
+				t.Fatalf("failure count %d after a merged fire, want a fresh count", st.failures)
+			}
+		})
+	}
+	st := newTriggerState(thresholdTrigger, 2, 1, policyState{})
+	st.merging = true
+	st.observe(observation{result: fail}, t0)
+	st.observe(observation{result: fail}, t0.Add(time.Second))
+	st.merging = false
+	st.observe(observation{result: fail}, t0.Add(2*time.Second))
+	if st.published.FireSeq != 0 {
+		t.Fatal("a failure counted before a merged fire counted towards the next fire")
+	}
+	st.observe(observation{result: fail}, t0.Add(3*time.Second))
+	if st.published.FireSeq != 1 {
+		t.Fatalf("fire seq %d after failureThreshold fresh failures, want 1", st.published.FireSeq)
+	}
+}
+
 func TestChangeTrigger(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	// Keyed fingerprints as the probers make them: "h1.<key id>.<hmac>".

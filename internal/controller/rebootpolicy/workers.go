@@ -180,6 +180,22 @@ func (w *Workers) Ack(obj types.NamespacedName, policy, hash string, seq uint64)
 	wk.mu.Unlock()
 }
 
+// MarkPending records whether the status just written holds a pending
+// fire of obj's policy. While it does (and while a fire is not yet in
+// status), a probe that keeps failing does not fire again: the restart
+// that is due merges every such fire anyway.
+func (w *Workers) MarkPending(obj types.NamespacedName, policy string, pending bool) {
+	w.mu.Lock()
+	wk := w.byObj[obj][policy]
+	w.mu.Unlock()
+	if wk == nil {
+		return
+	}
+	wk.mu.Lock()
+	wk.restartPending = pending
+	wk.mu.Unlock()
+}
+
 // Keys lists the running workers as "namespace/name/policy@hash", sorted.
 func (w *Workers) Keys() []string {
 	w.mu.Lock()
@@ -290,7 +306,10 @@ type worker struct {
 	mu       sync.Mutex
 	state    *triggerState
 	ackedSeq uint64
-	observed uint64
+	// restartPending: status, as last written, holds a fire of this policy
+	// whose restart is not done (see MarkPending).
+	restartPending bool
+	observed       uint64
 }
 
 func (wk *worker) view() workerView {
@@ -417,6 +436,7 @@ func timed(probe func(context.Context) observation) probeFunc {
 func (wk *worker) publish(ctx context.Context, w *Workers, o observation) {
 	wk.mu.Lock()
 	before := wk.state.published.FireSeq
+	wk.state.merging = before > wk.ackedSeq || wk.restartPending
 	changed := wk.state.observe(o, wk.clock.Now())
 	fired := wk.state.published.FireSeq != before
 	wk.mu.Unlock()

@@ -259,6 +259,45 @@ func TestWorkerFiresAtThresholdAndAck(t *testing.T) {
 	}
 }
 
+// A probe that keeps failing while its restart is due does not fire (and
+// notify the controller) on every period: the fires would merge into that
+// restart. Once status says the restart is done, the next failure fires.
+func TestWorkerMergesFiresWhileTheRestartIsDue(t *testing.T) {
+	f := newFakeProbers()
+	f.setResults("p", fail)
+	w, fc := startWorkers(t, f)
+	obj := types.NamespacedName{Namespace: "ns", Name: "x"}
+	w.Ensure(obj, []workerSpec{probeSpec(obj, "p", 1, "h")})
+	expect := func(step string, seq uint64, notifications int) {
+		t.Helper()
+		if v := w.Snapshot(obj)["p"]; v.State.FireSeq != seq {
+			t.Fatalf("%s: fire seq %d, want %d", step, v.State.FireSeq, seq)
+		}
+		if n := len(w.Events()); n != notifications {
+			t.Fatalf("%s: %d notifications, want %d", step, n, notifications)
+		}
+		for range notifications {
+			<-w.Events()
+		}
+	}
+	tick(t, fc, w, obj, "p")
+	expect("first failure", 1, 1)
+	for range 3 {
+		tick(t, fc, w, obj, "p")
+	}
+	expect("failures before the fire is in status", 1, 0)
+	w.Ack(obj, "p", "h", 1)
+	w.MarkPending(obj, "p", true)
+	for range 3 {
+		tick(t, fc, w, obj, "p")
+	}
+	expect("failures while status holds the restart pending", 1, 0)
+	w.MarkPending(obj, "p", false)
+	tick(t, fc, w, obj, "p")
+	expect("first failure after the restart", 2, 1)
+	w.MarkPending(obj, "other", true) // an unknown policy is ignored
+}
+
 func TestWorkerChangeBaselineFromStatus(t *testing.T) {
 	spec := workerSpec{
 		Key:      workerKey{Object: types.NamespacedName{Namespace: "ns", Name: "x"}, Policy: "q"},
