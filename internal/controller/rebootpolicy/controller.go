@@ -105,6 +105,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if p == nil || err != nil {
 		return ctrl.Result{}, err
 	}
+	defer r.flushNotes(p)
 	if p.rbp.Spec.Suspend {
 		return r.suspend(ctx, p)
 	}
@@ -148,6 +149,10 @@ type pass struct {
 	// requested: a restart request is taken in this pass (its event
 	// follows the status write).
 	requested bool
+	// notes are the policy transitions' events, sent at the end of the
+	// pass if written is set (a status write of the pass succeeded).
+	notes   []policyNote
+	written bool
 }
 
 // begin reads the RebootPolicy (fresh if the cache may predate the
@@ -203,7 +208,7 @@ func (r *Reconciler) syncWorkers(ctx context.Context, p *pass) error {
 	p.refused = refused
 	p.acks = r.mergeWorkerStates(p.rbp, r.Workers.Snapshot(nn), refused)
 	p.fresh = len(p.acks) > 0
-	r.emitPolicyEvents(p.persisted, p.rbp)
+	p.notes = policyNotes(p.persisted, p.rbp)
 	return nil
 }
 
@@ -308,6 +313,7 @@ func (r *Reconciler) persist(ctx context.Context, p *pass) (ctrl.Result, error) 
 		}
 		return ctrl.Result{}, err
 	}
+	p.written = true
 	nn := client.ObjectKeyFromObject(p.rbp)
 	for _, a := range p.acks {
 		r.Workers.Ack(nn, a.policy, a.hash, a.seq)

@@ -2,12 +2,14 @@ package rebootpolicy
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -30,6 +32,22 @@ import (
 type writeLog struct {
 	mu     sync.Mutex
 	writes []string
+	// conflicts status writes are refused with a Conflict.
+	conflicts int
+	// eventsAtPatch is how many events the recorder held at each target
+	// patch.
+	eventsAtPatch []int
+}
+
+// refuse reports whether the next status write is refused.
+func (l *writeLog) refuse() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conflicts == 0 {
+		return false
+	}
+	l.conflicts--
+	return true
 }
 
 func (l *writeLog) add(s string) {
@@ -60,12 +78,16 @@ func newStatusWriterFor(c client.Client) *status.Writer { return status.NewWrite
 func newReconcileFixture(t *testing.T, f *fakeProbers, objs ...client.Object) *reconcileFixture {
 	t.Helper()
 	wl := &writeLog{}
+	rec := events.NewFakeRecorder(100)
 	c := fake.NewClientBuilder().WithScheme(testScheme()).
 		WithStatusSubresource(&autorebootv1alpha1.RebootPolicy{}).
 		WithObjects(objs...).
 		WithInterceptorFuncs(interceptor.Funcs{
 			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
 				wl.add("patch " + obj.GetName())
+				wl.mu.Lock()
+				wl.eventsAtPatch = append(wl.eventsAtPatch, len(rec.Events))
+				wl.mu.Unlock()
 				return c.Patch(ctx, obj, p, opts...)
 			},
 			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
@@ -74,12 +96,16 @@ func newReconcileFixture(t *testing.T, f *fakeProbers, objs ...client.Object) *r
 				if pendingFromStatus(rbp).any() {
 					pending = "pending"
 				}
+				if wl.refuse() {
+					wl.add("status refused")
+					return apierrors.NewConflict(autorebootv1alpha1.GroupVersion.WithResource("rebootpolicies").GroupResource(), obj.GetName(), errors.New("stale"))
+				}
 				wl.add("status " + pending)
 				return c.SubResource(sub).Patch(ctx, obj, p, opts...)
 			},
 		}).Build()
 	w, fc := startWorkers(t, f)
-	r := &Reconciler{Client: c, Status: status.NewWriter(c, c, FieldManager), Events: status.Events{Recorder: events.NewFakeRecorder(100)},
+	r := &Reconciler{Client: c, Status: status.NewWriter(c, c, FieldManager), Events: status.Events{Recorder: rec},
 		Clock: fc, Workers: w, Metrics: NewMetrics(), Throttle: NewThrottle(0, fc), requests: newRequestLog()}
 	return &reconcileFixture{r: r, c: c, log: wl, fc: fc,
 		req: ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "rbp"}}}
@@ -170,6 +196,38 @@ func TestFireIsPersistedBeforeTheTargetIsPatched(t *testing.T) {
 	}
 	if st := fx.rbp(t).Status; st.RestartCount != 1 {
 		t.Fatalf("restartCount = %d", st.RestartCount)
+	}
+}
+
+// The events of a fire are sent once a status write holding it succeeded,
+// after the restart patch: a write refused as stale reports nothing (the
+// retry finds the same transition and reports it, once).
+func TestFireEventsFollowTheWriteThatRecordsThem(t *testing.T) {
+	f := newFakeProbers()
+	f.setResults("health", fail)
+	fx := newReconcileFixture(t, f, probePolicy(), rolledOutDeployment(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)))
+	fx.reconcile(t) // starts the worker
+	for !fx.r.Workers.Snapshot(fx.req.NamespacedName)["health"].Unacked {
+		tick(t, fx.fc, fx.r.Workers, fx.req.NamespacedName, "health")
+	}
+	drainEvents(fx)
+	fx.log.mu.Lock()
+	fx.log.conflicts = 1
+	fx.log.mu.Unlock()
+	if res := fx.reconcile(t); res.RequeueAfter <= 0 {
+		t.Fatal("a refused status write was not retried")
+	}
+	if hasEvent(fx, autorebootv1alpha1.EventTriggered) || hasEvent(fx, autorebootv1alpha1.EventProbeFailed) {
+		t.Fatalf("events for a fire whose status write was refused: %v", fx.seen)
+	}
+	fx.reconcile(t)
+	if n, m := countEvents(fx, autorebootv1alpha1.EventTriggered), countEvents(fx, autorebootv1alpha1.EventProbeFailed); n != 1 || m != 1 {
+		t.Fatalf("Triggered %d, ProbeFailed %d times, want once each: %v", n, m, fx.seen)
+	}
+	fx.log.mu.Lock()
+	defer fx.log.mu.Unlock()
+	if len(fx.log.eventsAtPatch) != 1 || fx.log.eventsAtPatch[0] != 0 {
+		t.Fatalf("events queued at the restart patch: %v, want none", fx.log.eventsAtPatch)
 	}
 }
 

@@ -133,29 +133,58 @@ func mergeTargets(old []autorebootv1alpha1.ReferencedTargetStatus, pub map[strin
 	return out
 }
 
-// emitPolicyEvents reports transitions between the old and new status.
-func (r *Reconciler) emitPolicyEvents(old, cur *autorebootv1alpha1.RebootPolicy) {
+// policyNote is an event about a policy's transition, held until a status
+// write records the transition (see flushNotes).
+type policyNote struct {
+	warning              bool
+	reason, action, note string
+}
+
+// policyNotes are the events of the transitions between the old and new
+// status.
+func policyNotes(old, cur *autorebootv1alpha1.RebootPolicy) []policyNote {
 	prev := map[string]autorebootv1alpha1.PolicyStatus{}
 	for _, ps := range old.Status.Policies {
 		prev[ps.Name] = ps
 	}
+	var out []policyNote
 	for _, ps := range cur.Status.Policies {
 		was := prev[ps.Name]
 		if ps.LastResult == autorebootv1alpha1.ResultFailure && was.LastResult != autorebootv1alpha1.ResultFailure {
-			r.Events.Warning(cur, nil, autorebootv1alpha1.EventProbeFailed, "Probe", "policy %s: %s", ps.Name, ps.Message)
+			out = append(out, policyNote{true, autorebootv1alpha1.EventProbeFailed, "Probe", fmt.Sprintf("policy %s: %s", ps.Name, ps.Message)})
 		}
 		if ps.PendingTrigger && !was.PendingTrigger {
-			r.Events.Normal(cur, nil, autorebootv1alpha1.EventTriggered, "Trigger", "policy %s fired: %s", ps.Name, ps.Message)
+			out = append(out, policyNote{false, autorebootv1alpha1.EventTriggered, "Trigger", fmt.Sprintf("policy %s fired: %s", ps.Name, ps.Message)})
 		}
 		if fired := newlyPendingTargets(was.Targets, ps.Targets); len(fired) > 0 {
-			r.Events.Normal(cur, nil, autorebootv1alpha1.EventTriggered, "Trigger", "policy %s fired: referenced data of %s %s changed",
-				ps.Name, cur.Spec.Target.Kind, strings.Join(fired, ", "))
+			out = append(out, policyNote{false, autorebootv1alpha1.EventTriggered, "Trigger", fmt.Sprintf("policy %s fired: referenced data of %s %s changed",
+				ps.Name, cur.Spec.Target.Kind, strings.Join(fired, ", "))})
 		}
 		if ps.Reason != was.Reason && (ps.Reason == autorebootv1alpha1.ReasonReferenceNotFound ||
 			(ps.Reason == autorebootv1alpha1.ReasonSecretNotUsable && ps.LastResult != autorebootv1alpha1.ResultError)) {
-			r.Events.Warning(cur, nil, autorebootv1alpha1.EventReferenceMissing, "Trigger", "policy %s: %s", ps.Name, ps.Message)
+			out = append(out, policyNote{true, autorebootv1alpha1.EventReferenceMissing, "Trigger", fmt.Sprintf("policy %s: %s", ps.Name, ps.Message)})
 		}
 	}
+	return out
+}
+
+// flushNotes emits the pass's policy events once a status write of the
+// pass succeeded, at the end of the reconcile: a transition whose write
+// failed (a conflict) is found and reported again by the retry, not
+// twice, and the events of a fire are not sent while its restart patch is
+// on its way.
+func (r *Reconciler) flushNotes(p *pass) {
+	if p == nil || !p.written {
+		return
+	}
+	for _, n := range p.notes {
+		if n.warning {
+			r.Events.Warning(p.rbp, nil, n.reason, n.action, "%s", n.note)
+		} else {
+			r.Events.Normal(p.rbp, nil, n.reason, n.action, "%s", n.note)
+		}
+	}
+	p.notes = nil
 }
 
 func newlyPendingTargets(was, cur []autorebootv1alpha1.ReferencedTargetStatus) []string {
