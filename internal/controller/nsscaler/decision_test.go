@@ -103,14 +103,14 @@ func TestWriteTrackerPrefersNewerWrites(t *testing.T) {
 	tr := newWriteTracker()
 	tr.record(Workload{Kind: kindDeployment, UID: "u", ResourceVersion: "10", Replicas: 0, HasAnnotation: true})
 	stale := Workload{Kind: kindDeployment, UID: "u", ResourceVersion: "9", Replicas: 3}
-	if got := tr.freshest(stale); got.ResourceVersion != "10" || !got.HasAnnotation {
+	if got, known := tr.freshest(stale); got.ResourceVersion != "10" || !got.HasAnnotation || !known {
 		t.Fatalf("stale cache copy won: %+v", got)
 	}
 	caught := Workload{Kind: kindDeployment, UID: "u", ResourceVersion: "11", Replicas: 5}
-	if got := tr.freshest(caught); got.ResourceVersion != "11" {
+	if got, known := tr.freshest(caught); got.ResourceVersion != "11" || !known {
 		t.Fatalf("newer cache copy lost: %+v", got)
 	}
-	if got := tr.freshest(stale); got.ResourceVersion != "9" {
+	if got, known := tr.freshest(stale); got.ResourceVersion != "9" || known {
 		t.Fatalf("entry not forgotten once the cache caught up: %+v", got)
 	}
 	tr.record(Workload{Kind: kindDeployment, UID: "gone", ResourceVersion: "5"})

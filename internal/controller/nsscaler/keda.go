@@ -88,6 +88,15 @@ func (h *scaledObjectHandler) newObj(namespace, name string) *unstructured.Unstr
 	return u
 }
 
+func (h *scaledObjectHandler) cached(ctx context.Context, namespace, name string) (Workload, bool, error) {
+	u := h.newObj(namespace, name)
+	found, err := h.cachedGet(ctx, u)
+	if !found {
+		return Workload{}, false, err
+	}
+	return h.toWorkload(u), true, nil
+}
+
 func (h *scaledObjectHandler) get(ctx context.Context, namespace, name string) (Workload, bool, error) {
 	u := h.newObj(namespace, name)
 	if err := h.apiReader.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {

@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -30,6 +31,9 @@ type kindHandler interface {
 	each(ctx context.Context, fn func(Workload)) error
 	// get reads one object from the apiserver; found is false when it is gone.
 	get(ctx context.Context, namespace, name string) (w Workload, found bool, err error)
+	// cached reads one object from the cache; found is false when the
+	// cache does not hold it.
+	cached(ctx context.Context, namespace, name string) (w Workload, found bool, err error)
 	// park puts the workload in its parked state. When record is non-nil
 	// the original is recorded in the same write (or, for the scale
 	// subresource, in the write before). It returns the state written.
@@ -57,6 +61,15 @@ type workloadAccess struct {
 // however trimmed, 20 MiB for 20,000 on every reconcile — to be converted
 // into Workloads and dropped at once.
 func (a workloadAccess) cachedObjects(ctx context.Context, obj client.Object) ([]any, bool) {
+	store, ok := a.store(ctx, obj)
+	if !ok {
+		return nil, false
+	}
+	return store.List(), true
+}
+
+// store is the synced informer store of obj's kind, if there is one.
+func (a workloadAccess) store(ctx context.Context, obj client.Object) (toolscache.Store, bool) {
 	if a.informers == nil {
 		return nil, false
 	}
@@ -68,7 +81,18 @@ func (a workloadAccess) cachedObjects(ctx context.Context, obj client.Object) ([
 	if !ok || !si.HasSynced() {
 		return nil, false
 	}
-	return si.GetStore().List(), true
+	return si.GetStore(), true
+}
+
+// cachedGet reads obj (namespace and name set) from the cache.
+func (a workloadAccess) cachedGet(ctx context.Context, obj client.Object) (found bool, err error) {
+	if err := a.cache.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("reading %s/%s from the cache: %w", obj.GetNamespace(), obj.GetName(), err)
+	}
+	return true, nil
 }
 
 func baseWorkload(k KindKey, obj client.Object) Workload {
@@ -132,6 +156,25 @@ func (h *builtinHandler) each(ctx context.Context, fn func(Workload)) error {
 		fn(h.toWorkload(o.(client.Object)))
 		return nil
 	})
+}
+
+func (h *builtinHandler) cached(ctx context.Context, namespace, name string) (Workload, bool, error) {
+	if store, ok := h.store(ctx, h.newObj()); ok {
+		o, exists, err := store.GetByKey(namespace + "/" + name)
+		obj, isObj := o.(client.Object)
+		if err != nil || !exists || !isObj {
+			return Workload{}, false, err
+		}
+		return h.toWorkload(obj), true, nil
+	}
+	obj := h.newObj()
+	obj.SetNamespace(namespace)
+	obj.SetName(name)
+	found, err := h.cachedGet(ctx, obj)
+	if !found {
+		return Workload{}, false, err
+	}
+	return h.toWorkload(obj), true, nil
 }
 
 func (h *builtinHandler) get(ctx context.Context, namespace, name string) (Workload, bool, error) {

@@ -56,6 +56,15 @@ func (h *scaleHandler) newObj(namespace, name string) *unstructured.Unstructured
 	return u
 }
 
+func (h *scaleHandler) cached(ctx context.Context, namespace, name string) (Workload, bool, error) {
+	u := h.newObj(namespace, name)
+	found, err := h.cachedGet(ctx, u)
+	if !found {
+		return Workload{}, false, err
+	}
+	return h.toWorkload(u), true, nil
+}
+
 func (h *scaleHandler) get(ctx context.Context, namespace, name string) (Workload, bool, error) {
 	u := h.newObj(namespace, name)
 	if err := h.apiReader.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {

@@ -174,14 +174,15 @@ func (r *Reconciler) kedaReferences(ctx context.Context, p *workloadPass, handle
 // eachFresh calls fn with every workload of h, each as the controller last
 // knows it (the cached copy or its own newer write), then forgets the
 // tracked writes of objects that are gone. The watch drops most tracked
-// writes as it sees them (notOwnWrite): with none left, nothing is looked
-// up. Writes recorded while it runs (the pass's own) are kept.
+// writes as it sees them (notOwnWrite): only the objects with a write
+// tracked when the pass began are looked up. Writes recorded while it runs
+// (the pass's own) are kept.
 func (r *Reconciler) eachFresh(ctx context.Context, h kindHandler, fn func(Workload)) error {
 	gone := r.tracker.tracked(h.key())
 	err := h.each(ctx, func(w Workload) {
-		if len(gone) > 0 {
+		if _, tracked := gone[w.UID]; tracked {
 			delete(gone, w.UID)
-			w = r.tracker.freshest(w)
+			w = r.freshOf(ctx, h, w)
 		}
 		fn(w)
 	})
@@ -189,6 +190,21 @@ func (r *Reconciler) eachFresh(ctx context.Context, h kindHandler, fn func(Workl
 		r.tracker.forget(gone)
 	}
 	return err
+}
+
+// freshOf is w, listed when a write of the controller to it was not cached
+// yet, as the controller knows it now. The pass decides at the pace of its
+// writes, so the watch may deliver that write (and the tracker forget it)
+// after w was listed: the cache then holds what w is missing.
+func (r *Reconciler) freshOf(ctx context.Context, h kindHandler, w Workload) Workload {
+	if fresh, known := r.tracker.freshest(w); known {
+		return fresh
+	}
+	c, found, err := h.cached(ctx, w.Namespace, w.Name)
+	if err != nil || !found || c.UID != w.UID {
+		return w
+	}
+	return c
 }
 
 // crossReference sets what a workload's decision needs beyond the

@@ -30,6 +30,9 @@ func (f *fakeHandler) each(context.Context, func(Workload)) error { return nil }
 func (f *fakeHandler) get(context.Context, string, string) (Workload, bool, error) {
 	return f.fresh, true, nil
 }
+func (f *fakeHandler) cached(context.Context, string, string) (Workload, bool, error) {
+	return Workload{}, false, nil
+}
 func (f *fakeHandler) park(_ context.Context, w Workload, record *Original) (Workload, error) {
 	f.parks = append(f.parks, record)
 	if len(f.parkErrs) > 0 {

@@ -29,20 +29,22 @@ func (t *writeTracker) record(w Workload) {
 }
 
 // freshest returns the newer of the cached copy and the last written state,
-// forgetting the written state once the cache has reached it.
-func (t *writeTracker) freshest(cached Workload) Workload {
+// forgetting the written state once the cache has reached it. known is
+// false when no write is tracked (any more): the caller cannot tell then
+// whether its copy predates a write the watch has delivered since.
+func (t *writeTracker) freshest(cached Workload) (w Workload, known bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	w, ok := t.written[cached.UID]
 	if !ok {
-		return cached
+		return cached, false
 	}
 	cmp, err := resourceversion.CompareResourceVersion(cached.ResourceVersion, w.ResourceVersion)
 	if err == nil && cmp < 0 {
-		return w
+		return w, true
 	}
 	delete(t.written, cached.UID)
-	return cached
+	return cached, true
 }
 
 // observed is told of each update of a workload the cache applied, with the

@@ -164,9 +164,15 @@ type listedHandler struct {
 	kind   KindKey
 	listed []Workload
 	during func(Workload)
+	// cache is what the cache holds now, by namespace/name.
+	cache map[string]Workload
 }
 
 func (h *listedHandler) key() KindKey { return h.kind }
+func (h *listedHandler) cached(_ context.Context, namespace, name string) (Workload, bool, error) {
+	w, ok := h.cache[namespace+"/"+name]
+	return w, ok, nil
+}
 func (h *listedHandler) each(_ context.Context, fn func(Workload)) error {
 	for _, w := range h.listed {
 		fn(w)
@@ -204,5 +210,38 @@ func TestEachFreshPrefersOwnWritesAndForgetsOnlyGoneObjects(t *testing.T) {
 		if _, kept := tr.written[uid]; kept != want {
 			t.Errorf("entry %s kept %v, want %v", uid, kept, want)
 		}
+	}
+}
+
+// A pass lists at the pace of its writes: the watch may deliver a write of
+// an earlier pass (and the tracker forget it) after the object was listed.
+// The listed copy then predates that write; deciding on it wrote the same
+// change twice (1,002 writes for 1,000 Deployments in a benchmark round).
+func TestEachFreshRereadsAnObjectWhoseWriteArrivedAfterItWasListed(t *testing.T) {
+	r := testReconciler(t)
+	tr := r.tracker
+	tr.record(Workload{Kind: kindDeployment, Namespace: "ns", Name: "late", UID: "late", ResourceVersion: "10", HasAnnotation: true})
+	h := &listedHandler{kind: kindDeployment, listed: []Workload{
+		{Kind: kindDeployment, Namespace: "ns", Name: "first", UID: "first", ResourceVersion: "3"},
+		{Kind: kindDeployment, Namespace: "ns", Name: "late", UID: "late", ResourceVersion: "9", Replicas: 3},
+	}, cache: map[string]Workload{
+		"ns/late": {Kind: kindDeployment, Namespace: "ns", Name: "late", UID: "late", ResourceVersion: "10", HasAnnotation: true},
+	}}
+	h.during = func(w Workload) {
+		if w.UID == "first" {
+			if !tr.observed("late", "10") {
+				t.Error("the write was not taken for the controller's own")
+			}
+		}
+	}
+	got := map[types.UID]Workload{}
+	if err := r.eachFresh(context.Background(), h, func(w Workload) { got[w.UID] = w }); err != nil {
+		t.Fatal(err)
+	}
+	if w := got["late"]; w.ResourceVersion != "10" || !w.HasAnnotation {
+		t.Fatalf("decided on %+v, want the cached copy with the write (resourceVersion 10)", w)
+	}
+	if got["first"].ResourceVersion != "3" {
+		t.Fatalf("an object without a tracked write was not taken as listed: %+v", got["first"])
 	}
 }
