@@ -89,12 +89,7 @@ func (h *scaledObjectHandler) newObj(namespace, name string) *unstructured.Unstr
 }
 
 func (h *scaledObjectHandler) cached(ctx context.Context, namespace, name string) (Workload, bool, error) {
-	u := h.newObj(namespace, name)
-	found, err := h.cachedGet(ctx, u)
-	if !found {
-		return Workload{}, false, err
-	}
-	return h.toWorkload(u), true, nil
+	return readCached(ctx, h.workloadAccess, h.newObj(namespace, name), h.toWorkload)
 }
 
 func (h *scaledObjectHandler) get(ctx context.Context, namespace, name string) (Workload, bool, error) {

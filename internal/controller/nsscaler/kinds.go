@@ -95,6 +95,16 @@ func (a workloadAccess) cachedGet(ctx context.Context, obj client.Object) (found
 	return true, nil
 }
 
+// readCached reads obj (namespace and name set) from the cache and
+// converts it with conv.
+func readCached[T client.Object](ctx context.Context, a workloadAccess, obj T, conv func(T) Workload) (Workload, bool, error) {
+	found, err := a.cachedGet(ctx, obj)
+	if !found {
+		return Workload{}, false, err
+	}
+	return conv(obj), true, nil
+}
+
 func baseWorkload(k KindKey, obj client.Object) Workload {
 	ann := obj.GetAnnotations()
 	v, ok := ann[AnnotationOriginal]
@@ -170,11 +180,7 @@ func (h *builtinHandler) cached(ctx context.Context, namespace, name string) (Wo
 	obj := h.newObj()
 	obj.SetNamespace(namespace)
 	obj.SetName(name)
-	found, err := h.cachedGet(ctx, obj)
-	if !found {
-		return Workload{}, false, err
-	}
-	return h.toWorkload(obj), true, nil
+	return readCached(ctx, h.workloadAccess, obj, h.toWorkload)
 }
 
 func (h *builtinHandler) get(ctx context.Context, namespace, name string) (Workload, bool, error) {

@@ -57,12 +57,7 @@ func (h *scaleHandler) newObj(namespace, name string) *unstructured.Unstructured
 }
 
 func (h *scaleHandler) cached(ctx context.Context, namespace, name string) (Workload, bool, error) {
-	u := h.newObj(namespace, name)
-	found, err := h.cachedGet(ctx, u)
-	if !found {
-		return Workload{}, false, err
-	}
-	return h.toWorkload(u), true, nil
+	return readCached(ctx, h.workloadAccess, h.newObj(namespace, name), h.toWorkload)
 }
 
 func (h *scaleHandler) get(ctx context.Context, namespace, name string) (Workload, bool, error) {

@@ -9,8 +9,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 )
 
@@ -243,5 +247,53 @@ func TestEachFreshRereadsAnObjectWhoseWriteArrivedAfterItWasListed(t *testing.T)
 	}
 	if got["first"].ResourceVersion != "3" {
 		t.Fatalf("an object without a tracked write was not taken as listed: %+v", got["first"])
+	}
+}
+
+// The handlers' cached reads (without informers: the cache reader) give
+// the object as the cache holds it, and found=false for one it does not.
+func TestHandlersReadOneObjectFromTheCache(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := appsv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "u1",
+		Annotations: map[string]string{AnnotationOriginal: `{"replicas":3}`}}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](0)}}
+	sts := &unstructured.Unstructured{}
+	sts.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("StatefulSet"))
+	sts.SetNamespace("ns")
+	sts.SetName("db")
+	sts.SetUID("u2")
+	if err := unstructured.SetNestedField(sts.Object, int64(4), "spec", "replicas"); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(d, sts).Build()
+	a := workloadAccess{cache: c}
+	scale := &scaleHandler{workloadAccess: a, kind: kindStatefulSet, gvk: appsv1.SchemeGroupVersion.WithKind("StatefulSet"), replicasPath: []string{"spec", "replicas"}}
+	cases := []struct {
+		name     string
+		h        kindHandler
+		obj      string
+		wantUID  types.UID
+		replicas int32
+	}{
+		{"built-in kind", newDeploymentHandler(a), "web", "u1", 0},
+		{"built-in kind, not cached", newDeploymentHandler(a), "gone", "", 0},
+		{"scale subresource kind", scale, "db", "u2", 4},
+		{"scale subresource kind, not cached", scale, "gone", "", 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w, found, err := tc.h.cached(context.Background(), "ns", tc.obj)
+			if err != nil || found != (tc.wantUID != "") {
+				t.Fatalf("found %v, err %v", found, err)
+			}
+			if w.UID != tc.wantUID || w.Replicas != tc.replicas {
+				t.Fatalf("read %+v, want uid %q replicas %d", w, tc.wantUID, tc.replicas)
+			}
+		})
+	}
+	if w, _, _ := newDeploymentHandler(a).cached(context.Background(), "ns", "web"); !w.HasAnnotation {
+		t.Fatalf("the original annotation was not read: %+v", w)
 	}
 }
