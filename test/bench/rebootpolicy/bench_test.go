@@ -520,7 +520,7 @@ func (r *sizeRun) changeToRestart(ctx context.Context) bool {
 	var flip atomic.Pointer[time.Time]
 	patched := make(chan time.Duration, changed)
 	var seenMu sync.Mutex
-	seen := map[string]bool{}
+	seen := map[string]time.Time{}
 	if err := r.obs.OnUpdate(ctx, &appsv1.Deployment{}, func(_, newObj any) {
 		t := flip.Load()
 		d, ok := newObj.(*appsv1.Deployment)
@@ -536,12 +536,17 @@ func (r *sizeRun) changeToRestart(ctx context.Context) bool {
 		}
 		seenMu.Lock()
 		defer seenMu.Unlock()
-		if !seen[d.Name] {
-			seen[d.Name] = true
-			patched <- time.Since(*t)
+		if _, ok := seen[d.Name]; !ok {
+			seen[d.Name] = time.Now()
+			patched <- seen[d.Name].Sub(*t)
 		}
 	}); err != nil {
 		r.sum.Fatalf(r.b, "%v", err)
+	}
+	if r.prof != nil {
+		// An execution trace of the flip's burst: where the manager's
+		// goroutines waited (go tool trace -pprof=sched|sync|net).
+		r.prof.trace(ctx, fmt.Sprintf("manager-%d-flip.trace", r.probes), 3*time.Second)
 	}
 	now := time.Now()
 	flip.Store(&now)
@@ -569,9 +574,31 @@ func (r *sizeRun) changeToRestart(ctx context.Context) bool {
 	if err != nil {
 		r.sum.Fatalf(r.b, "reading the audit log: %v", err)
 	}
-	flipWrites := benchkit.Writes(benchkit.Between(evs, now, lastSeen))
+	flipped := benchkit.Between(evs, now, lastSeen)
+	flipWrites := benchkit.Writes(flipped)
 	r.sum.Figure("manager writes from the flip until the last restart patch was seen: %s", benchkit.Describe(benchkit.CountBy(flipWrites, (*benchkit.AuditEvent).Key)))
+	r.sum.Figure("manager reads in that time: %s", benchkit.Describe(benchkit.CountBy(reads(flipped), (*benchkit.AuditEvent).Key)))
+	seenMu.Lock()
+	steps := r.breakdown(evs, now, flipIdx, seen)
+	seenMu.Unlock()
+	r.sum.Figure("where the change→restart time went: %s", describeSteps(steps))
+	if r.prof != nil {
+		if err := r.prof.wait(); err != nil {
+			r.sum.Figure("flip trace: %v", err)
+		}
+	}
 	r.b.ReportMetric(float64(benchkit.Percentile(lat, 0.50).Milliseconds()), "change-patch-p50-ms")
 	r.b.ReportMetric(float64(benchkit.Percentile(lat, 0.99).Milliseconds()), "change-patch-p99-ms")
 	return ok
+}
+
+// reads are the requests among evs that change nothing.
+func reads(evs []benchkit.AuditEvent) []benchkit.AuditEvent {
+	var out []benchkit.AuditEvent
+	for _, e := range evs {
+		if !e.IsWrite() {
+			out = append(out, e)
+		}
+	}
+	return out
 }

@@ -18,6 +18,7 @@ import (
 type profiler struct {
 	dir, addr string
 	cpu       chan error
+	traced    chan error
 }
 
 // newProfiler returns nil unless BENCH_RBP_PROFILE_DIR is set; its flag
@@ -60,6 +61,23 @@ func (p *profiler) finish(ctx context.Context, name string) error {
 		return err
 	}
 	return p.fetch(ctx, "goroutine", name+".goroutine")
+}
+
+// trace records an execution trace for d, in the background; it has
+// begun when trace returns (the manager starts tracing on the request).
+func (p *profiler) trace(ctx context.Context, file string, d time.Duration) {
+	p.traced = make(chan error, 1)
+	go func() {
+		p.traced <- p.fetch(ctx, fmt.Sprintf("trace?seconds=%d", int(d.Seconds())), file)
+	}()
+}
+
+// wait waits for a trace started by trace.
+func (p *profiler) wait() error {
+	if p.traced == nil {
+		return nil
+	}
+	return <-p.traced
 }
 
 func (p *profiler) fetch(ctx context.Context, what, file string) error {

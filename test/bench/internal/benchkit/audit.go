@@ -51,6 +51,9 @@ type AuditEvent struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
 	RequestReceived metav1.MicroTime `json:"requestReceivedTimestamp"`
+	// Completed is when the answer was complete (the ResponseComplete
+	// stage's timestamp).
+	Completed metav1.MicroTime `json:"stageTimestamp"`
 }
 
 // IsWrite reports whether the request asked to change something (whatever
