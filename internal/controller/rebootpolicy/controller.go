@@ -499,9 +499,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 	}
 	return b.
-		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.policiesForTarget(autorebootv1alpha1.KindDeployment))).
-		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.policiesForTarget(autorebootv1alpha1.KindStatefulSet))).
-		Watches(&appsv1.DaemonSet{}, handler.EnqueueRequestsFromMapFunc(r.policiesForTarget(autorebootv1alpha1.KindDaemonSet))).
+		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.policiesForTarget(autorebootv1alpha1.KindDeployment)), builder.WithPredicates(targetDecisionChanged())).
+		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.policiesForTarget(autorebootv1alpha1.KindStatefulSet)), builder.WithPredicates(targetDecisionChanged())).
+		Watches(&appsv1.DaemonSet{}, handler.EnqueueRequestsFromMapFunc(r.policiesForTarget(autorebootv1alpha1.KindDaemonSet)), builder.WithPredicates(targetDecisionChanged())).
 		WatchesRawSource(source.Channel(r.Workers.Events(), enqueueName())).
 		WatchesRawSource(source.Channel(r.Throttle.Events(), enqueueName())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: positiveOr(r.MaxConcurrentReconciles, DefaultMaxConcurrentReconciles)}).

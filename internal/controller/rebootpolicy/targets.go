@@ -3,6 +3,7 @@ package rebootpolicy
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -14,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
@@ -112,16 +115,14 @@ func inspectTarget(obj client.Object, now time.Time) targetInfo {
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
 		ti.kind, ti.paused, ann = autorebootv1alpha1.KindDeployment, o.Spec.Paused, o.Spec.Template.Annotations
-		ti.progressing = rolloutUnfinished(o.Generation, o.Status.ObservedGeneration, o.Status.UpdatedReplicas, ptr.Deref(o.Spec.Replicas, 1))
 	case *appsv1.StatefulSet:
 		ti.kind, ann = autorebootv1alpha1.KindStatefulSet, o.Spec.Template.Annotations
 		ti.onDelete = o.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType
-		ti.progressing = rolloutUnfinished(o.Generation, o.Status.ObservedGeneration, o.Status.UpdatedReplicas, ptr.Deref(o.Spec.Replicas, 1))
 	case *appsv1.DaemonSet:
 		ti.kind, ann = autorebootv1alpha1.KindDaemonSet, o.Spec.Template.Annotations
 		ti.onDelete = o.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType
-		ti.progressing = rolloutUnfinished(o.Generation, o.Status.ObservedGeneration, o.Status.UpdatedNumberScheduled, o.Status.DesiredNumberScheduled)
 	}
+	ti.progressing = rolloutProgressing(obj)
 	ti.restartID = obj.GetAnnotations()[autorebootv1alpha1.RestartIDAnnotation]
 	if v, ok := ann[autorebootv1alpha1.RestartedAtAnnotation]; ok {
 		if t, err := time.Parse(time.RFC3339, v); err == nil {
@@ -209,6 +210,42 @@ func targetIndexValue(rbp *autorebootv1alpha1.RebootPolicy) []string {
 		return []string{string(t.Kind) + "/" + t.Name}
 	}
 	return []string{string(t.Kind) + "/*"}
+}
+
+// targetDecisionChanged passes the workload updates that can change a
+// restart decision or a condition: spec (generation), labels (selector
+// membership), annotations (the restart id), deletion, and the end or start
+// of a rollout. The workload controller writes a restarted Deployment's
+// status several times while its pods roll (replicas, ready, available);
+// each of those would otherwise reconcile every policy targeting it, and in
+// a burst of restarts those reconciles wait for the same CPU as the
+// restarts still due. A restart's end for the throttle is watched by the
+// throttle itself.
+func targetDecisionChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld, e.ObjectNew
+		if o == nil || n == nil {
+			return true
+		}
+		if o.GetGeneration() != n.GetGeneration() || o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero() ||
+			!maps.Equal(o.GetLabels(), n.GetLabels()) || !maps.Equal(o.GetAnnotations(), n.GetAnnotations()) {
+			return true
+		}
+		return rolloutProgressing(o) != rolloutProgressing(n)
+	}}
+}
+
+// rolloutProgressing is inspectTarget's progressing, without the rest.
+func rolloutProgressing(obj client.Object) bool {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		return rolloutUnfinished(o.Generation, o.Status.ObservedGeneration, o.Status.UpdatedReplicas, ptr.Deref(o.Spec.Replicas, 1))
+	case *appsv1.StatefulSet:
+		return rolloutUnfinished(o.Generation, o.Status.ObservedGeneration, o.Status.UpdatedReplicas, ptr.Deref(o.Spec.Replicas, 1))
+	case *appsv1.DaemonSet:
+		return rolloutUnfinished(o.Generation, o.Status.ObservedGeneration, o.Status.UpdatedNumberScheduled, o.Status.DesiredNumberScheduled)
+	}
+	return false
 }
 
 // policiesForTarget maps a workload event to the RebootPolicies in its
