@@ -32,6 +32,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -545,9 +546,11 @@ func (r *sizeRun) changeToRestart(ctx context.Context) bool {
 	}
 	if r.prof != nil {
 		// An execution trace of the flip's burst: where the manager's
-		// goroutines waited (go tool trace -pprof=sched|sync|net).
-		r.prof.trace(ctx, fmt.Sprintf("manager-%d-flip.trace", r.probes), 3*time.Second)
+		// goroutines waited (go tool trace -pprof=sched|sync|net), and
+		// what ran (a CPU profile alongside).
+		r.prof.trace(ctx, fmt.Sprintf("manager-%d-flip", r.probes), 3*time.Second)
 	}
+	cpuBefore, cpuErr := benchkit.CPUByCommand()
 	now := time.Now()
 	flip.Store(&now)
 	for _, j := range flipIdx {
@@ -567,6 +570,11 @@ func (r *sizeRun) changeToRestart(ctx context.Context) bool {
 			r.sum.Target(false, "change→patch: only %d/%d changes patched within 2m", len(lat), changed)
 			r.sum.Fatalf(r.b, "only %d/%d changes were patched", len(lat), changed)
 		}
+	}
+	if cpuAfter, err := benchkit.CPUByCommand(); err == nil && cpuErr == nil {
+		// Who had the machine's CPU while the restarts were due: the
+		// manager's waits are only as short as what is left to it.
+		r.sum.Figure("CPU from the flip until the last restart patch was seen: %s", benchkit.DescribeCPUSpent(cpuBefore, cpuAfter, lastSeen.Sub(now), goruntime.NumCPU()))
 	}
 	ok := r.sum.Target(benchkit.Percentile(lat, 0.99) <= maxChangePatchP99, "change→restart patch seen by a watch, %d endpoints failing at once: p50 %s p99 %s max %s (target p99 ≤ %s)",
 		changed, benchkit.Percentile(lat, 0.5).Round(time.Millisecond), benchkit.Percentile(lat, 0.99).Round(time.Millisecond), benchkit.Percentile(lat, 1).Round(time.Millisecond), maxChangePatchP99)

@@ -2,6 +2,7 @@ package rebootpolicy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -63,21 +64,25 @@ func (p *profiler) finish(ctx context.Context, name string) error {
 	return p.fetch(ctx, "goroutine", name+".goroutine")
 }
 
-// trace records an execution trace for d, in the background; it has
-// begun when trace returns (the manager starts tracing on the request).
-func (p *profiler) trace(ctx context.Context, file string, d time.Duration) {
-	p.traced = make(chan error, 1)
+// trace records an execution trace (name.trace) and a CPU profile
+// (name.cpu) for d, in the background: the trace says what waited, the
+// profile what ran.
+func (p *profiler) trace(ctx context.Context, name string, d time.Duration) {
+	p.traced = make(chan error, 2)
 	go func() {
-		p.traced <- p.fetch(ctx, fmt.Sprintf("trace?seconds=%d", int(d.Seconds())), file)
+		p.traced <- p.fetch(ctx, fmt.Sprintf("trace?seconds=%d", int(d.Seconds())), name+".trace")
+	}()
+	go func() {
+		p.traced <- p.fetch(ctx, fmt.Sprintf("profile?seconds=%d", int(d.Seconds())), name+".cpu")
 	}()
 }
 
-// wait waits for a trace started by trace.
+// wait waits for what trace started.
 func (p *profiler) wait() error {
 	if p.traced == nil {
 		return nil
 	}
-	return <-p.traced
+	return errors.Join(<-p.traced, <-p.traced)
 }
 
 func (p *profiler) fetch(ctx context.Context, what, file string) error {

@@ -3,6 +3,7 @@ package benchkit
 import (
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -86,4 +87,62 @@ func RSSMiB(pid int) float64 {
 		return 0
 	}
 	return st["VmRSS"]
+}
+
+// CPUByCommand is the CPU time spent so far by every process of the
+// machine, summed by command name (field 2 of /proc/<pid>/stat). Processes
+// that exit between two readings drop out of the difference.
+func CPUByCommand() (map[string]time.Duration, error) {
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]time.Duration{}
+	for _, d := range dirs {
+		if _, err := strconv.Atoi(d.Name()); err != nil {
+			continue
+		}
+		raw, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		name, cpu, err := parseProcStatNameCPU(string(raw))
+		if err == nil {
+			out[name] += cpu
+		}
+	}
+	return out, nil
+}
+
+func parseProcStatNameCPU(stat string) (string, time.Duration, error) {
+	start, end := strings.IndexByte(stat, '('), strings.LastIndexByte(stat, ')')
+	if start < 0 || end < start {
+		return "", 0, fmt.Errorf("malformed /proc stat line %q", stat)
+	}
+	cpu, err := parseProcStatCPU(stat)
+	return stat[start+1 : end], cpu, err
+}
+
+// DescribeCPUSpent names the commands that spent CPU between two
+// CPUByCommand readings, most first, with their share of the machine's
+// capacity over wall ("kube-apiserver 1.21s, etcd 0.40s, …; 1.9 of 2 cores").
+func DescribeCPUSpent(before, after map[string]time.Duration, wall time.Duration, cores int) string {
+	type spent struct {
+		name string
+		d    time.Duration
+	}
+	var all []spent
+	var total time.Duration
+	for name, d := range after {
+		if delta := d - before[name]; delta > 0 {
+			all = append(all, spent{name, delta})
+			total += delta
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].d > all[j].d || (all[i].d == all[j].d && all[i].name < all[j].name) })
+	parts := make([]string, 0, len(all))
+	for _, s := range all {
+		parts = append(parts, fmt.Sprintf("%s %.2fs", s.name, s.d.Seconds()))
+	}
+	return fmt.Sprintf("%s; %.2f of %d cores over %s", strings.Join(parts, ", "), total.Seconds()/wall.Seconds(), cores, wall.Round(time.Millisecond))
 }

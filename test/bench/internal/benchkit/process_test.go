@@ -2,6 +2,7 @@ package benchkit
 
 import (
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -48,5 +49,39 @@ func TestParseProcStatus(t *testing.T) {
 		if got[k] != v {
 			t.Errorf("%s = %v MiB, want %v", k, got[k], v)
 		}
+	}
+}
+
+func TestParseProcStatNameCPU(t *testing.T) {
+	name, cpu, err := parseProcStatNameCPU("7 (a (b) c) R 1 7 7 0 -1 0 0 0 0 0 1 2 0 0 20 0 1 0")
+	if err != nil || name != "a (b) c" || cpu != 30*time.Millisecond {
+		t.Fatalf("got %q %v %v; want \"a (b) c\" 30ms", name, cpu, err)
+	}
+	if _, _, err := parseProcStatNameCPU("7 manager R 1"); err == nil {
+		t.Fatal("a line without a command name was read")
+	}
+}
+
+func TestCPUByCommandSeesItself(t *testing.T) {
+	all, err := CPUByCommand()
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.ReadFile("/proc/self/comm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := all[strings.TrimSpace(string(self))]; !ok {
+		t.Fatalf("this process (%q) is not among %d commands", strings.TrimSpace(string(self)), len(all))
+	}
+}
+
+func TestDescribeCPUSpent(t *testing.T) {
+	before := map[string]time.Duration{"etcd": time.Second, "kube-apiserver": 2 * time.Second, "idle": time.Second}
+	after := map[string]time.Duration{"etcd": 1500 * time.Millisecond, "kube-apiserver": 3 * time.Second, "idle": time.Second, "new": 500 * time.Millisecond}
+	got := DescribeCPUSpent(before, after, time.Second, 2)
+	want := "kube-apiserver 1.00s, etcd 0.50s, new 0.50s; 2.00 of 2 cores over 1s"
+	if got != want {
+		t.Fatalf("got %q\nwant %q", got, want)
 	}
 }
