@@ -550,7 +550,7 @@ func (r *sizeRun) changeToRestart(ctx context.Context) bool {
 		// what ran (a CPU profile alongside).
 		r.prof.trace(ctx, fmt.Sprintf("manager-%d-flip", r.probes), 3*time.Second)
 	}
-	cpuBefore, cpuErr := benchkit.CPUByCommand()
+	cpuBefore, cpuErr := benchkit.CPUByProcess()
 	now := time.Now()
 	flip.Store(&now)
 	for _, j := range flipIdx {
@@ -571,7 +571,7 @@ func (r *sizeRun) changeToRestart(ctx context.Context) bool {
 			r.sum.Fatalf(r.b, "only %d/%d changes were patched", len(lat), changed)
 		}
 	}
-	if cpuAfter, err := benchkit.CPUByCommand(); err == nil && cpuErr == nil {
+	if cpuAfter, err := benchkit.CPUByProcess(); err == nil && cpuErr == nil {
 		// Who had the machine's CPU while the restarts were due: the
 		// manager's waits are only as short as what is left to it.
 		r.sum.Figure("CPU from the flip until the last restart patch was seen: %s", benchkit.DescribeCPUSpent(cpuBefore, cpuAfter, lastSeen.Sub(now), goruntime.NumCPU()))

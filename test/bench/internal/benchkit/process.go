@@ -89,17 +89,27 @@ func RSSMiB(pid int) float64 {
 	return st["VmRSS"]
 }
 
-// CPUByCommand is the CPU time spent so far by every process of the
-// machine, summed by command name (field 2 of /proc/<pid>/stat). Processes
-// that exit between two readings drop out of the difference.
-func CPUByCommand() (map[string]time.Duration, error) {
+// ProcessCPUs is the CPU time spent so far by every process of the
+// machine, by pid, with its command name.
+type ProcessCPUs map[int]NamedCPU
+
+// NamedCPU is one process's command name and CPU time.
+type NamedCPU struct {
+	Name string
+	CPU  time.Duration
+}
+
+// CPUByProcess reads ProcessCPUs from /proc. Processes that exit between
+// two readings drop out of the difference.
+func CPUByProcess() (ProcessCPUs, error) {
 	dirs, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]time.Duration{}
+	out := ProcessCPUs{}
 	for _, d := range dirs {
-		if _, err := strconv.Atoi(d.Name()); err != nil {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
 			continue
 		}
 		raw, err := os.ReadFile("/proc/" + d.Name() + "/stat")
@@ -108,10 +118,19 @@ func CPUByCommand() (map[string]time.Duration, error) {
 		}
 		name, cpu, err := parseProcStatNameCPU(string(raw))
 		if err == nil {
-			out[name] += cpu
+			out[pid] = NamedCPU{Name: commandGroup(name), CPU: cpu}
 		}
 	}
 	return out, nil
+}
+
+// commandGroup folds the kernel's worker threads into one name: theirs
+// carries the work queue they serve at the moment, which changes.
+func commandGroup(name string) string {
+	if strings.HasPrefix(name, "kworker/") {
+		return "kworker"
+	}
+	return name
 }
 
 func parseProcStatNameCPU(stat string) (string, time.Duration, error) {
@@ -123,26 +142,30 @@ func parseProcStatNameCPU(stat string) (string, time.Duration, error) {
 	return stat[start+1 : end], cpu, err
 }
 
-// DescribeCPUSpent names the commands that spent CPU between two
-// CPUByCommand readings, most first, with their share of the machine's
-// capacity over wall ("kube-apiserver 1.21s, etcd 0.40s, …; 1.9 of 2 cores").
-func DescribeCPUSpent(before, after map[string]time.Duration, wall time.Duration, cores int) string {
-	type spent struct {
-		name string
-		d    time.Duration
-	}
-	var all []spent
+// DescribeCPUSpent names the commands whose processes spent CPU between
+// two CPUByProcess readings, most first, and the share of the machine's
+// capacity they used over wall ("kube-apiserver 1.21s, etcd 0.40s, …; 1.9 of
+// 2 cores"). A process started in between counts whole.
+func DescribeCPUSpent(before, after ProcessCPUs, wall time.Duration, cores int) string {
+	byName := map[string]time.Duration{}
 	var total time.Duration
-	for name, d := range after {
-		if delta := d - before[name]; delta > 0 {
-			all = append(all, spent{name, delta})
+	for pid, a := range after {
+		if delta := a.CPU - before[pid].CPU; delta > 0 {
+			byName[a.Name] += delta
 			total += delta
 		}
 	}
-	sort.Slice(all, func(i, j int) bool { return all[i].d > all[j].d || (all[i].d == all[j].d && all[i].name < all[j].name) })
-	parts := make([]string, 0, len(all))
-	for _, s := range all {
-		parts = append(parts, fmt.Sprintf("%s %.2fs", s.name, s.d.Seconds()))
+	names := make([]string, 0, len(byName))
+	for name := range byName {
+		names = append(names, name)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		a, b := byName[names[i]], byName[names[j]]
+		return a > b || (a == b && names[i] < names[j])
+	})
+	parts := make([]string, 0, len(names))
+	for _, name := range names {
+		parts = append(parts, fmt.Sprintf("%s %.2fs", name, byName[name].Seconds()))
 	}
 	return fmt.Sprintf("%s; %.2f of %d cores over %s", strings.Join(parts, ", "), total.Seconds()/wall.Seconds(), cores, wall.Round(time.Millisecond))
 }

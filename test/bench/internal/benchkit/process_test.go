@@ -62,8 +62,8 @@ func TestParseProcStatNameCPU(t *testing.T) {
 	}
 }
 
-func TestCPUByCommandSeesItself(t *testing.T) {
-	all, err := CPUByCommand()
+func TestCPUByProcessSeesItself(t *testing.T) {
+	all, err := CPUByProcess()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,17 +71,35 @@ func TestCPUByCommandSeesItself(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := all[strings.TrimSpace(string(self))]; !ok {
-		t.Fatalf("this process (%q) is not among %d commands", strings.TrimSpace(string(self)), len(all))
+	if got, want := all[os.Getpid()].Name, strings.TrimSpace(string(self)); got != want {
+		t.Fatalf("this process is %q in the reading, want %q (of %d processes)", got, want, len(all))
 	}
 }
 
 func TestDescribeCPUSpent(t *testing.T) {
-	before := map[string]time.Duration{"etcd": time.Second, "kube-apiserver": 2 * time.Second, "idle": time.Second}
-	after := map[string]time.Duration{"etcd": 1500 * time.Millisecond, "kube-apiserver": 3 * time.Second, "idle": time.Second, "new": 500 * time.Millisecond}
+	before := ProcessCPUs{
+		1: {"etcd", time.Second}, 2: {"kube-apiserver", 2 * time.Second}, 3: {"idle", time.Second},
+		4: {"kworker", 3 * time.Second}, 9: {"gone", time.Second},
+	}
+	after := ProcessCPUs{
+		1: {"etcd", 1500 * time.Millisecond}, 2: {"kube-apiserver", 3 * time.Second}, 3: {"idle", time.Second},
+		// A worker thread renamed in between is the same pid: only its
+		// delta counts.
+		4: {"kworker", 3100 * time.Millisecond}, 5: {"new", 400 * time.Millisecond},
+	}
 	got := DescribeCPUSpent(before, after, time.Second, 2)
-	want := "kube-apiserver 1.00s, etcd 0.50s, new 0.50s; 2.00 of 2 cores over 1s"
+	want := "kube-apiserver 1.00s, etcd 0.50s, new 0.40s, kworker 0.10s; 2.00 of 2 cores over 1s"
 	if got != want {
 		t.Fatalf("got %q\nwant %q", got, want)
+	}
+}
+
+func TestCommandGroup(t *testing.T) {
+	for name, want := range map[string]string{
+		"kworker/u8:2-ext4-rsv-conversion": "kworker", "kworker/1:0-virtio_vsock": "kworker", "kube-apiserver": "kube-apiserver",
+	} {
+		if got := commandGroup(name); got != want {
+			t.Errorf("commandGroup(%q) = %q, want %q", name, got, want)
+		}
 	}
 }
