@@ -551,6 +551,7 @@ func (r *sizeRun) changeToRestart(ctx context.Context) bool {
 		r.prof.trace(ctx, fmt.Sprintf("manager-%d-flip", r.probes), 3*time.Second)
 	}
 	cpuBefore, cpuErr := benchkit.CPUByProcess()
+	stealBefore, stealErr := benchkit.MachineSteal()
 	now := time.Now()
 	flip.Store(&now)
 	for _, j := range flipIdx {
@@ -575,6 +576,11 @@ func (r *sizeRun) changeToRestart(ctx context.Context) bool {
 		// Who had the machine's CPU while the restarts were due: the
 		// manager's waits are only as short as what is left to it.
 		r.sum.Figure("CPU from the flip until the last restart patch was seen: %s", benchkit.DescribeCPUSpent(cpuBefore, cpuAfter, lastSeen.Sub(now), goruntime.NumCPU()))
+	}
+	if stealAfter, err := benchkit.MachineSteal(); err == nil && stealErr == nil {
+		// What the host took from this virtual machine meanwhile: the same
+		// code's tail varies from run to run with it.
+		r.sum.Figure("CPU the hypervisor took from the machine in that time (steal): %s", benchkit.DescribeSteal(stealBefore, stealAfter, lastSeen.Sub(now)))
 	}
 	ok := r.sum.Target(benchkit.Percentile(lat, 0.99) <= maxChangePatchP99, "change→restart patch seen by a watch, %d endpoints failing at once: p50 %s p99 %s max %s (target p99 ≤ %s)",
 		changed, benchkit.Percentile(lat, 0.5).Round(time.Millisecond), benchkit.Percentile(lat, 0.99).Round(time.Millisecond), benchkit.Percentile(lat, 1).Round(time.Millisecond), maxChangePatchP99)
