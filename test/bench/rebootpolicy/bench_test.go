@@ -578,8 +578,8 @@ func (r *sizeRun) changeToRestart(ctx context.Context) bool {
 		r.sum.Figure("CPU from the flip until the last restart patch was seen: %s", benchkit.DescribeCPUSpent(cpuBefore, cpuAfter, lastSeen.Sub(now), goruntime.NumCPU()))
 	}
 	if stealAfter, err := benchkit.MachineSteal(); err == nil && stealErr == nil {
-		// What the host took from this virtual machine meanwhile: the same
-		// code's tail varies from run to run with it.
+		// What the host took from this virtual machine meanwhile, so that a
+		// slow run says whether its cores were there at all.
 		r.sum.Figure("CPU the hypervisor took from the machine in that time (steal): %s", benchkit.DescribeSteal(stealBefore, stealAfter, lastSeen.Sub(now)))
 	}
 	ok := r.sum.Target(benchkit.Percentile(lat, 0.99) <= maxChangePatchP99, "change→restart patch seen by a watch, %d endpoints failing at once: p50 %s p99 %s max %s (target p99 ≤ %s)",
