@@ -134,8 +134,10 @@ type sizeRun struct {
 	obs *benchkit.Observer
 	mgr *cluster.Manager
 	srv *probeServer
-	// prof fetches the manager's profiles (nil: not asked for).
-	prof *profiler
+	// prof fetches the manager's profiles, apiProf kube-apiserver's of the
+	// flip (nil: not asked for).
+	prof    *profiler
+	apiProf *apiserverProfiler
 	// probes in all; perRBP of them per RebootPolicy, rbps RebootPolicies.
 	probes, perRBP, rbps int
 	port                 int
@@ -264,6 +266,12 @@ func (r *sizeRun) start(ctx context.Context, bin string, namespaces int) {
 	if r.prof != nil {
 		args = append(args, r.prof.flag())
 		sum.Figure("PROFILED (figures perturbed): profiles in %s", r.prof.dir)
+	}
+	if r.apiProf, err = newAPIServerProfiler(c.Config); err != nil {
+		sum.Fatalf(b, "%v", err)
+	}
+	if r.apiProf != nil {
+		sum.Figure("kube-apiserver's CPU profile of the flip in %s", r.apiProf.dir)
 	}
 	r.mgr, err = cluster.StartManager(ctx, bin, kubeconfig, args...)
 	if err != nil {
@@ -550,6 +558,9 @@ func (r *sizeRun) changeToRestart(ctx context.Context) bool {
 		// what ran (a CPU profile alongside).
 		r.prof.trace(ctx, fmt.Sprintf("manager-%d-flip", r.probes), 3*time.Second)
 	}
+	if r.apiProf != nil {
+		r.apiProf.startCPU(ctx, fmt.Sprintf("apiserver-%d-flip", r.probes), 3*time.Second)
+	}
 	cpuBefore, cpuErr := benchkit.CPUByProcess()
 	stealBefore, stealErr := benchkit.MachineSteal()
 	now := time.Now()
@@ -600,6 +611,9 @@ func (r *sizeRun) changeToRestart(ctx context.Context) bool {
 		if err := r.prof.wait(); err != nil {
 			r.sum.Figure("flip trace: %v", err)
 		}
+	}
+	if err := r.apiProf.wait(); err != nil {
+		r.sum.Figure("%v", err)
 	}
 	r.b.ReportMetric(float64(benchkit.Percentile(lat, 0.50).Milliseconds()), "change-patch-p50-ms")
 	r.b.ReportMetric(float64(benchkit.Percentile(lat, 0.99).Milliseconds()), "change-patch-p99-ms")
