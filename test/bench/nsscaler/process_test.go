@@ -20,6 +20,12 @@ type phaseStats struct {
 	endRSS float64
 	// cpu is the manager's CPU time (user + system) in the phase.
 	cpu time.Duration
+	// wall is the phase's length; stealFrom/stealTo the machine's steal
+	// counter at its start and end (equal when /proc/stat has none): the
+	// CPU the hypervisor took from the whole machine meanwhile, so that a
+	// slow round says whether its cores were there at all.
+	wall               time.Duration
+	stealFrom, stealTo time.Duration
 }
 
 // processSampler polls a process's resident set every 50 ms and keeps, per
@@ -32,10 +38,12 @@ type processSampler struct {
 	stats map[string]*phaseStats
 	// cpuAt is the process's CPU time when the current phase began.
 	cpuAt time.Duration
-	// since is when the current phase began.
-	since time.Time
-	done  chan struct{}
-	wg    sync.WaitGroup
+	// since is when the current phase began, stealAt the machine's steal
+	// counter then.
+	since   time.Time
+	stealAt time.Duration
+	done    chan struct{}
+	wg      sync.WaitGroup
 }
 
 // sampleProcess starts sampling pid, in phase first.
@@ -44,8 +52,9 @@ func sampleProcess(pid int, first string) (*processSampler, error) {
 	if err != nil {
 		return nil, err
 	}
+	steal, _ := benchkit.MachineSteal()
 	m := &processSampler{pid: pid, cur: first, order: []string{first}, stats: map[string]*phaseStats{first: {}},
-		cpuAt: cpu, since: time.Now(), done: make(chan struct{})}
+		cpuAt: cpu, since: time.Now(), stealAt: steal, done: make(chan struct{})}
 	m.wg.Go(func() {
 		t := time.NewTicker(50 * time.Millisecond)
 		defer t.Stop()
@@ -80,12 +89,17 @@ func (m *processSampler) phase(next string) {
 	m.sample()
 	cpu, cpuErr := benchkit.ProcessCPU(m.pid)
 	st, _ := benchkit.ProcStatusMiB(m.pid)
+	steal, stealErr := benchkit.MachineSteal()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := m.stats[m.cur]
 	s.endRSS = st["VmRSS"]
 	if cpuErr == nil {
 		s.cpu, m.cpuAt = cpu-m.cpuAt, cpu
+	}
+	s.wall, s.stealFrom, s.stealTo = time.Since(m.since), m.stealAt, m.stealAt
+	if stealErr == nil {
+		s.stealTo, m.stealAt = steal, steal
 	}
 	m.cur, m.since = next, time.Now()
 	m.order = append(m.order, next)
@@ -118,8 +132,8 @@ func (m *processSampler) describe(stats map[string]phaseStats) string {
 			continue
 		}
 		s := stats[p]
-		parts = append(parts, fmt.Sprintf("%s %.1f (anon %.1f, file %.1f; +%.1fs) MiB %.2f CPU-s",
-			p, s.peak, s.peakAnon, s.peakFile, s.peakAfter.Seconds(), s.cpu.Seconds()))
+		parts = append(parts, fmt.Sprintf("%s %.1f (anon %.1f, file %.1f; +%.1fs) MiB %.2f CPU-s, steal %s",
+			p, s.peak, s.peakAnon, s.peakFile, s.peakAfter.Seconds(), s.cpu.Seconds(), benchkit.DescribeSteal(s.stealFrom, s.stealTo, s.wall)))
 	}
 	return strings.Join(parts, ", ")
 }
