@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cachev1alpha1 "github.com/runbook-dev/runbook/api/cache/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/controller/shutdown"
 	"github.com/runbook-dev/runbook/internal/controller/status"
 	"github.com/runbook-dev/runbook/internal/fingerprint"
 )
@@ -257,7 +258,7 @@ func (r *Reconciler) register(mgr ctrl.Manager) error {
 			builder.WithPredicates(watchFilter(endpointSliceChanged, sliceListsEndpoints))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)}).
 		Named(Name).
-		Complete(r)
+		Complete(shutdown.Quiet[reconcile.Request](r))
 }
 
 // memcachedOfSlice maps an EndpointSlice of an owned Service (the Service's

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/controller/shutdown"
 )
 
 // build registers the controller and its watches: its NSScalers, every other
@@ -42,7 +43,7 @@ func (r *Reconciler) build(mgr ctrl.Manager, c cache.Cache, maxConcurrentReconci
 		// The instants at which an NSScaler's state changes by itself.
 		WatchesRawSource(r.wakeups.source()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrentReconciles}).
-		Build(r)
+		Build(shutdown.Quiet[reconcile.Request](r))
 	if err != nil {
 		return nil, fmt.Errorf("building the nsscaler controller: %w", err)
 	}

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/controller/shutdown"
 	"github.com/runbook-dev/runbook/internal/controller/status"
 	"github.com/runbook-dev/runbook/internal/fingerprint"
 	"github.com/runbook-dev/runbook/internal/netpolicy"
@@ -505,7 +506,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(source.Channel(r.Workers.Events(), enqueueName())).
 		WatchesRawSource(source.Channel(r.Throttle.Events(), enqueueName())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: positiveOr(r.MaxConcurrentReconciles, DefaultMaxConcurrentReconciles)}).
-		Complete(r)
+		Complete(shutdown.Quiet[reconcile.Request](r))
 }
 
 func enqueueName() handler.TypedEventHandler[types.NamespacedName, reconcile.Request] {
