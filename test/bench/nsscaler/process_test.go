@@ -20,12 +20,10 @@ type phaseStats struct {
 	endRSS float64
 	// cpu is the manager's CPU time (user + system) in the phase.
 	cpu time.Duration
-	// wall is the phase's length; stealFrom/stealTo the machine's steal
-	// counter at its start and end (equal when /proc/stat has none): the
-	// CPU the hypervisor took from the whole machine meanwhile, so that a
-	// slow round says whether its cores were there at all.
-	wall               time.Duration
-	stealFrom, stealTo time.Duration
+	// wall is the phase's length; steal the CPU the hypervisor took from
+	// the whole machine meanwhile (0 when /proc/stat has no steal column),
+	// so that a slow round says whether its cores were there at all.
+	wall, steal time.Duration
 }
 
 // processSampler polls a process's resident set every 50 ms and keeps, per
@@ -97,9 +95,9 @@ func (m *processSampler) phase(next string) {
 	if cpuErr == nil {
 		s.cpu, m.cpuAt = cpu-m.cpuAt, cpu
 	}
-	s.wall, s.stealFrom, s.stealTo = time.Since(m.since), m.stealAt, m.stealAt
+	s.wall = time.Since(m.since)
 	if stealErr == nil {
-		s.stealTo, m.stealAt = steal, steal
+		s.steal, m.stealAt = steal-m.stealAt, steal
 	}
 	m.cur, m.since = next, time.Now()
 	m.order = append(m.order, next)
@@ -133,7 +131,7 @@ func (m *processSampler) describe(stats map[string]phaseStats) string {
 		}
 		s := stats[p]
 		parts = append(parts, fmt.Sprintf("%s %.1f (anon %.1f, file %.1f; +%.1fs) MiB %.2f CPU-s, steal %s",
-			p, s.peak, s.peakAnon, s.peakFile, s.peakAfter.Seconds(), s.cpu.Seconds(), benchkit.DescribeSteal(s.stealFrom, s.stealTo, s.wall)))
+			p, s.peak, s.peakAnon, s.peakFile, s.peakAfter.Seconds(), s.cpu.Seconds(), benchkit.DescribeSteal(0, s.steal, s.wall)))
 	}
 	return strings.Join(parts, ", ")
 }
