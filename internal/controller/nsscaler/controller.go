@@ -163,7 +163,7 @@ func newReconciler(d dependencies, opts Options) (*Reconciler, error) {
 		client: d.client, cache: d.access.cache, apiReader: d.access.apiReader, status: d.status, events: d.events,
 		clock: opts.Clock, metrics: opts.Metrics, writeConcurrency: opts.WriteConcurrency,
 		protection:  protection,
-		tracker:     newWriteTracker(),
+		tracker:     newWriteTracker(opts.Metrics.WritesAwaitingCache),
 		builtins:    []kindHandler{newDeploymentHandler(d.access), newStatefulSetHandler(d.access), newCronJobHandler(d.access)},
 		fightPolicy: opts.Fights.withDefaults(),
 		wakeups:     newWakeups(opts.Clock),

@@ -100,7 +100,7 @@ func TestDecide(t *testing.T) {
 }
 
 func TestWriteTrackerPrefersNewerWrites(t *testing.T) {
-	tr := newWriteTracker()
+	tr := newWriteTracker(nil)
 	tr.record(Workload{Kind: kindDeployment, UID: "u", ResourceVersion: "10", Replicas: 0, HasAnnotation: true})
 	stale := Workload{Kind: kindDeployment, UID: "u", ResourceVersion: "9", Replicas: 3}
 	if got, known := tr.freshest(stale); got.ResourceVersion != "10" || !got.HasAnnotation || !known {

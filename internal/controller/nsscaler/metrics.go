@@ -15,6 +15,11 @@ type Metrics struct {
 	ParkDuration     *prometheus.HistogramVec
 	RestoreDuration  *prometheus.HistogramVec
 	Writes           *prometheus.CounterVec
+	// WritesAwaitingCache is the controller's own workload writes its
+	// informer cache has not delivered yet (all NSScalers together: the
+	// cache is shared). During a mass park it is the backlog of watch
+	// events behind the writes; it returns to 0 once the cache caught up.
+	WritesAwaitingCache prometheus.Gauge
 }
 
 // NewMetrics builds the collectors and registers them with reg (in the
@@ -48,8 +53,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "runbook_nsscaler_writes_total",
 			Help: "Write requests to workloads, by operation (park, restore) and result (ok, conflict, error).",
 		}, []string{"nsscaler", "operation", "result"}),
+		WritesAwaitingCache: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "runbook_nsscaler_writes_awaiting_cache",
+			Help: "Workload writes of the controller that its informer cache has not delivered yet.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.ParkedNamespaces, m.ParkedWorkloads, m.PodsRemaining, m.ParkDuration, m.RestoreDuration, m.Writes} {
+	for _, c := range []prometheus.Collector{m.ParkedNamespaces, m.ParkedWorkloads, m.PodsRemaining, m.ParkDuration, m.RestoreDuration, m.Writes, m.WritesAwaitingCache} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering nsscaler metrics: %w", err)
 		}

@@ -3,6 +3,7 @@ package nsscaler
 import (
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
@@ -18,14 +19,26 @@ import (
 type writeTracker struct {
 	mu      sync.Mutex
 	written map[types.UID]Workload
+	// size, when set, shows len(written) (the awaiting-cache metric).
+	size prometheus.Gauge
 }
 
-func newWriteTracker() *writeTracker { return &writeTracker{written: map[types.UID]Workload{}} }
+func newWriteTracker(size prometheus.Gauge) *writeTracker {
+	return &writeTracker{written: map[types.UID]Workload{}, size: size}
+}
 
 func (t *writeTracker) record(w Workload) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.written[w.UID] = w
+	t.report()
+}
+
+// report updates the size gauge; the caller holds mu.
+func (t *writeTracker) report() {
+	if t.size != nil {
+		t.size.Set(float64(len(t.written)))
+	}
 }
 
 // freshest returns the newer of the cached copy and the last written state,
@@ -44,6 +57,7 @@ func (t *writeTracker) freshest(cached Workload) (w Workload, known bool) {
 		return w, true
 	}
 	delete(t.written, cached.UID)
+	t.report()
 	return cached, true
 }
 
@@ -61,15 +75,9 @@ func (t *writeTracker) observed(uid types.UID, resourceVersion string) (own bool
 	cmp, err := resourceversion.CompareResourceVersion(resourceVersion, w.ResourceVersion)
 	if err != nil || cmp >= 0 {
 		delete(t.written, uid)
+		t.report()
 	}
 	return err == nil && cmp == 0
-}
-
-// pending is how many writes the cache has not caught up with yet.
-func (t *writeTracker) pending() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.written)
 }
 
 // tracked returns the objects of kind k with a write not yet cached (nil
@@ -97,4 +105,5 @@ func (t *writeTracker) forget(gone map[types.UID]struct{}) {
 	for uid := range gone {
 		delete(t.written, uid)
 	}
+	t.report()
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,18 +35,56 @@ func TestTrackerObservedDropsCaughtUpWritesAndTellsOwnOnes(t *testing.T) {
 		{name: "resourceVersions that do not compare", written: "7", observed: "x"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			tr := newWriteTracker()
+			g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "awaiting"})
+			tr := newWriteTracker(g)
 			if tt.written != "" {
 				tr.record(Workload{Kind: kindDeployment, UID: "u", ResourceVersion: tt.written})
 			}
 			if own := tr.observed("u", tt.observed); own != tt.wantOwn {
 				t.Errorf("own = %v, want %v", own, tt.wantOwn)
 			}
-			if got := tr.pending() == 1; got != tt.wantEntry {
+			if got := gaugeValue(t, g) == 1; got != tt.wantEntry {
 				t.Errorf("entry kept = %v, want %v", got, tt.wantEntry)
 			}
 		})
 	}
+}
+
+func gaugeValue(t *testing.T, g prometheus.Gauge) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := g.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetGauge().GetValue()
+}
+
+// The awaiting-cache gauge follows every way an entry comes and goes.
+func TestTrackerGaugeCountsWritesAwaitingTheCache(t *testing.T) {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "awaiting"})
+	tr := newWriteTracker(g)
+	want := func(step string, n float64) {
+		t.Helper()
+		if got := gaugeValue(t, g); got != n {
+			t.Errorf("after %s: gauge %v, want %v", step, got, n)
+		}
+	}
+	for _, uid := range []types.UID{"a", "b", "c", "d"} {
+		tr.record(Workload{Kind: kindDeployment, UID: uid, ResourceVersion: "10"})
+	}
+	want("four writes", 4)
+	tr.record(Workload{Kind: kindDeployment, UID: "a", ResourceVersion: "11"})
+	want("a second write of one workload", 4)
+	tr.observed("b", "10")
+	want("the cache delivering one write", 3)
+	tr.observed("c", "9")
+	want("an older update", 3)
+	if _, known := tr.freshest(Workload{Kind: kindDeployment, UID: "c", ResourceVersion: "12"}); !known {
+		t.Error("freshest does not know a tracked write")
+	}
+	want("a reconcile reading a newer cached copy", 2)
+	tr.forget(map[types.UID]struct{}{"a": {}, "d": {}, "zz": {}})
+	want("the workloads' deletion", 0)
 }
 
 func TestNotOwnWriteFiltersOnlyTheEchoOfOwnWrites(t *testing.T) {
@@ -154,7 +194,7 @@ func TestWritePoolBoundsConcurrencyAndKeepsEveryOutcome(t *testing.T) {
 			if h.most > r.writeConcurrency {
 				t.Errorf("%d writes in flight, want at most %d", h.most, r.writeConcurrency)
 			}
-			if got := r.tracker.pending(); got != tt.wantDone {
+			if got := int(gaugeValue(t, r.metrics.WritesAwaitingCache)); got != tt.wantDone {
 				t.Errorf("%d writes tracked, want the %d that succeeded", got, tt.wantDone)
 			}
 		})
