@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -238,15 +237,8 @@ func (p *referencedProber) listTargets(ctx context.Context) ([]client.Object, er
 }
 
 func podSpecOf(obj client.Object) *corev1.PodSpec {
-	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		return &o.Spec.Template.Spec
-	case *appsv1.StatefulSet:
-		return &o.Spec.Template.Spec
-	case *appsv1.DaemonSet:
-		return &o.Spec.Template.Spec
-	}
-	return &corev1.PodSpec{}
+	v, _ := viewOf(obj)
+	return &v.template.Spec
 }
 
 // readObjects brings p.objects up to date for the objects in used.

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -110,22 +109,12 @@ func newTargetObject(kind autorebootv1alpha1.TargetKind) client.Object {
 // whose pods are unavailable or crash-looping is exactly what a probe
 // trigger is for, so unavailability alone never blocks it.
 func inspectTarget(obj client.Object, now time.Time) targetInfo {
-	ti := targetInfo{obj: obj}
-	var ann map[string]string
-	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		ti.kind, ti.paused, ann = autorebootv1alpha1.KindDeployment, o.Spec.Paused, o.Spec.Template.Annotations
-	case *appsv1.StatefulSet:
-		ti.kind, ann = autorebootv1alpha1.KindStatefulSet, o.Spec.Template.Annotations
-		ti.onDelete = o.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType
-	case *appsv1.DaemonSet:
-		ti.kind, ann = autorebootv1alpha1.KindDaemonSet, o.Spec.Template.Annotations
-		ti.onDelete = o.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType
-	}
-	ti.progressing = rolloutProgressing(obj)
+	v, _ := viewOf(obj)
+	ti := targetInfo{obj: obj, kind: v.kind, paused: v.paused, onDelete: v.onDelete}
+	ti.progressing = v.progressing(obj.GetGeneration())
 	ti.restartID = obj.GetAnnotations()[autorebootv1alpha1.RestartIDAnnotation]
-	if v, ok := ann[autorebootv1alpha1.RestartedAtAnnotation]; ok {
-		if t, err := time.Parse(time.RFC3339, v); err == nil {
+	if stamp, ok := v.template.Annotations[autorebootv1alpha1.RestartedAtAnnotation]; ok {
+		if t, err := time.Parse(time.RFC3339, stamp); err == nil {
 			ti.restartedAt = t
 		}
 		// A stamp in the future would hold the cooldown (and count as a
@@ -140,47 +129,19 @@ func inspectTarget(obj client.Object, now time.Time) targetInfo {
 // restartStampOf is the target's restartedAt stamp (zero: none or
 // unreadable).
 func restartStampOf(obj client.Object) time.Time {
-	var ann map[string]string
-	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		ann = o.Spec.Template.Annotations
-	case *appsv1.StatefulSet:
-		ann = o.Spec.Template.Annotations
-	case *appsv1.DaemonSet:
-		ann = o.Spec.Template.Annotations
-	}
-	t, err := time.Parse(time.RFC3339, ann[autorebootv1alpha1.RestartedAtAnnotation])
+	v, _ := viewOf(obj)
+	t, err := time.Parse(time.RFC3339, v.template.Annotations[autorebootv1alpha1.RestartedAtAnnotation])
 	if err != nil {
 		return time.Time{}
 	}
 	return t
 }
 
-// rolloutDone: the workload controller has observed the latest template,
-// every replica runs it and all of them are available again (no old pod
-// left) — or a Deployment gave up (ProgressDeadlineExceeded). Until then
-// a restart of it counts as in progress for the throttle.
+// rolloutDone: the restart of obj has ended for the throttle (see
+// workloadView.done); anything not a target kind has nothing to wait for.
 func rolloutDone(obj client.Object) bool {
-	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		for _, c := range o.Status.Conditions {
-			if c.Type == appsv1.DeploymentProgressing && c.Reason == "ProgressDeadlineExceeded" {
-				return true
-			}
-		}
-		want := ptr.Deref(o.Spec.Replicas, 1)
-		return o.Status.ObservedGeneration >= o.Generation && o.Status.UpdatedReplicas == want &&
-			o.Status.AvailableReplicas >= want && o.Status.Replicas == want
-	case *appsv1.StatefulSet:
-		want := ptr.Deref(o.Spec.Replicas, 1)
-		return o.Status.ObservedGeneration >= o.Generation && o.Status.UpdatedReplicas == want &&
-			o.Status.AvailableReplicas >= want && o.Status.CurrentRevision == o.Status.UpdateRevision
-	case *appsv1.DaemonSet:
-		want := o.Status.DesiredNumberScheduled
-		return o.Status.ObservedGeneration >= o.Generation && o.Status.UpdatedNumberScheduled == want &&
-			o.Status.NumberAvailable >= want
-	}
-	return true
+	v, ok := viewOf(obj)
+	return !ok || v.done(obj.GetGeneration())
 }
 
 // clockSkew is how far a restartedAt stamp may lie ahead of this manager's
@@ -192,12 +153,6 @@ const clockSkew = 5 * time.Second
 type invalidSpecError struct{ msg string }
 
 func (e *invalidSpecError) Error() string { return e.msg }
-
-// rolloutUnfinished: the workload controller has not observed the latest
-// generation, or fewer than want replicas run the latest template.
-func rolloutUnfinished(generation, observed int64, updated, want int32) bool {
-	return observed < generation || updated < want
-}
 
 // targetIndex indexes RebootPolicies by "<kind>/<name>" of their target, or
 // "<kind>/*" for selector targets, so a workload event looks up only the
@@ -237,15 +192,8 @@ func targetDecisionChanged() predicate.Predicate {
 
 // rolloutProgressing is inspectTarget's progressing, without the rest.
 func rolloutProgressing(obj client.Object) bool {
-	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		return rolloutUnfinished(o.Generation, o.Status.ObservedGeneration, o.Status.UpdatedReplicas, ptr.Deref(o.Spec.Replicas, 1))
-	case *appsv1.StatefulSet:
-		return rolloutUnfinished(o.Generation, o.Status.ObservedGeneration, o.Status.UpdatedReplicas, ptr.Deref(o.Spec.Replicas, 1))
-	case *appsv1.DaemonSet:
-		return rolloutUnfinished(o.Generation, o.Status.ObservedGeneration, o.Status.UpdatedNumberScheduled, o.Status.DesiredNumberScheduled)
-	}
-	return false
+	v, ok := viewOf(obj)
+	return ok && v.progressing(obj.GetGeneration())
 }
 
 // policiesForTarget maps a workload event to the RebootPolicies in its

@@ -365,15 +365,8 @@ func keyOf(obj client.Object) throttleKey {
 }
 
 func kindOf(obj client.Object) autorebootv1alpha1.TargetKind {
-	switch obj.(type) {
-	case *appsv1.Deployment:
-		return autorebootv1alpha1.KindDeployment
-	case *appsv1.StatefulSet:
-		return autorebootv1alpha1.KindStatefulSet
-	case *appsv1.DaemonSet:
-		return autorebootv1alpha1.KindDaemonSet
-	}
-	return ""
+	v, _ := viewOf(obj)
+	return v.kind
 }
 
 // bind feeds the throttle from the manager's workload informers (the ones
