@@ -21,9 +21,11 @@ type phaseStats struct {
 	// cpu is the manager's CPU time (user + system) in the phase.
 	cpu time.Duration
 	// wall is the phase's length; steal the CPU the hypervisor took from
-	// the whole machine meanwhile (0 when /proc/stat has no steal column),
-	// so that a slow round says whether its cores were there at all.
+	// the whole machine meanwhile, so that a slow round says whether its
+	// cores were there at all. stealKnown is false when /proc/stat could
+	// not tell (no steal column): the summary says so instead of a 0.
 	wall, steal time.Duration
+	stealKnown  bool
 }
 
 // processSampler polls a process's resident set every 50 ms and keeps, per
@@ -40,6 +42,8 @@ type processSampler struct {
 	// counter then.
 	since   time.Time
 	stealAt time.Duration
+	// stealOK: stealAt was read (the phase's steal can be known).
+	stealOK bool
 	done    chan struct{}
 	wg      sync.WaitGroup
 }
@@ -50,9 +54,9 @@ func sampleProcess(pid int, first string) (*processSampler, error) {
 	if err != nil {
 		return nil, err
 	}
-	steal, _ := benchkit.MachineSteal()
+	steal, stealErr := benchkit.MachineSteal()
 	m := &processSampler{pid: pid, cur: first, order: []string{first}, stats: map[string]*phaseStats{first: {}},
-		cpuAt: cpu, since: time.Now(), stealAt: steal, done: make(chan struct{})}
+		cpuAt: cpu, since: time.Now(), stealAt: steal, stealOK: stealErr == nil, done: make(chan struct{})}
 	m.wg.Go(func() {
 		t := time.NewTicker(50 * time.Millisecond)
 		defer t.Stop()
@@ -96,9 +100,11 @@ func (m *processSampler) phase(next string) {
 		s.cpu, m.cpuAt = cpu-m.cpuAt, cpu
 	}
 	s.wall = time.Since(m.since)
-	if stealErr == nil {
-		s.steal, m.stealAt = steal-m.stealAt, steal
+	s.stealKnown = stealErr == nil && m.stealOK
+	if s.stealKnown {
+		s.steal = steal - m.stealAt
 	}
+	m.stealAt, m.stealOK = steal, stealErr == nil
 	m.cur, m.since = next, time.Now()
 	m.order = append(m.order, next)
 	m.stats[next] = &phaseStats{}
@@ -130,8 +136,12 @@ func (m *processSampler) describe(stats map[string]phaseStats) string {
 			continue
 		}
 		s := stats[p]
+		steal := "unknown (no steal column in /proc/stat)"
+		if s.stealKnown {
+			steal = benchkit.DescribeSteal(0, s.steal, s.wall)
+		}
 		parts = append(parts, fmt.Sprintf("%s %.1f (anon %.1f, file %.1f; +%.1fs) MiB %.2f CPU-s, steal %s",
-			p, s.peak, s.peakAnon, s.peakFile, s.peakAfter.Seconds(), s.cpu.Seconds(), benchkit.DescribeSteal(0, s.steal, s.wall)))
+			p, s.peak, s.peakAnon, s.peakFile, s.peakAfter.Seconds(), s.cpu.Seconds(), steal))
 	}
 	return strings.Join(parts, ", ")
 }

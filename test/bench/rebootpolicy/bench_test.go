@@ -28,6 +28,7 @@ package rebootpolicy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -588,10 +589,12 @@ func (r *sizeRun) changeToRestart(ctx context.Context) bool {
 		// manager's waits are only as short as what is left to it.
 		r.sum.Figure("CPU from the flip until the last restart patch was seen: %s", benchkit.DescribeCPUSpent(cpuBefore, cpuAfter, lastSeen.Sub(now), goruntime.NumCPU()))
 	}
+	// What the host took from this virtual machine meanwhile, so that a
+	// slow run says whether its cores were there at all.
 	if stealAfter, err := benchkit.MachineSteal(); err == nil && stealErr == nil {
-		// What the host took from this virtual machine meanwhile, so that a
-		// slow run says whether its cores were there at all.
 		r.sum.Figure("CPU the hypervisor took from the machine in that time (steal): %s", benchkit.DescribeSteal(stealBefore, stealAfter, lastSeen.Sub(now)))
+	} else {
+		r.sum.Figure("CPU the hypervisor took from the machine in that time (steal): unknown (%v)", errors.Join(stealErr, err))
 	}
 	ok := r.sum.Target(benchkit.Percentile(lat, 0.99) <= maxChangePatchP99, "change→restart patch seen by a watch, %d endpoints failing at once: p50 %s p99 %s max %s (target p99 ≤ %s)",
 		changed, benchkit.Percentile(lat, 0.5).Round(time.Millisecond), benchkit.Percentile(lat, 0.99).Round(time.Millisecond), benchkit.Percentile(lat, 1).Round(time.Millisecond), maxChangePatchP99)
