@@ -182,6 +182,7 @@ func runSize(ctx context.Context, b *testing.B, bin string, full int) string {
 	ok := true
 	if full == changeSize {
 		ok = r.changeToRestart(ctx)
+		r.bareFlip(ctx, min(benchkit.Size(r.b, "rbp_changed", fullChanged), r.rbps))
 	}
 	ok = r.sum.Target(st.driftP99() < maxDriftP99, "probe schedule drift over %d probe intervals p50 %s p99 %s max %s (target p99 < %s)",
 		len(st.drift), st.pct(0.5), st.pct(0.99), st.pct(1), maxDriftP99) && ok
