@@ -111,7 +111,9 @@ func (r *sizeRun) bareFlip(ctx context.Context, n int) {
 	for i := range n {
 		detect = append(detect, time.Duration(detected[i].Load()))
 	}
-	p := func(d []time.Duration, q float64) time.Duration { return benchkit.Percentile(d, q).Round(time.Millisecond) }
+	p := func(d []time.Duration, q float64) time.Duration {
+		return benchkit.Percentile(d, q).Round(time.Millisecond)
+	}
 	r.sum.Figure("the same three writes by a bare client (its own %d probes at the same period, no controller), same cluster and load, right after: change→restart patch seen p50 %s p99 %s max %s (detect p50 %s p99 %s)",
 		n, p(lat, 0.5), p(lat, 0.99), p(lat, 1), p(detect, 0.5), p(detect, 0.99))
 	r.b.ReportMetric(float64(benchkit.Percentile(lat, 0.99).Milliseconds()), "bare-change-patch-p99-ms")
