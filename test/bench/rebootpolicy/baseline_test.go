@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	goruntime "runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,6 +91,7 @@ func (r *sizeRun) bareFlip(ctx context.Context, n int) {
 	}); err != nil {
 		r.sum.Fatalf(r.b, "baseline: %v", err)
 	}
+	cpuBefore, cpuErr := benchkit.CPUByProcess()
 	now := time.Now()
 	flip.Store(&now)
 	for i := range n {
@@ -107,6 +109,11 @@ func (r *sizeRun) bareFlip(ctx context.Context, n int) {
 			r.sum.Fatalf(r.b, "baseline: only %d/%d bare restarts seen within 2m", len(lat), n)
 		}
 	}
+	cpu := "unknown"
+	if cpuAfter, err := benchkit.CPUByProcess(); err == nil && cpuErr == nil {
+		// Who had the CPU meanwhile, to set beside the manager's flip.
+		cpu = benchkit.DescribeCPUSpent(cpuBefore, cpuAfter, benchkit.Percentile(lat, 1), goruntime.NumCPU())
+	}
 	var detect []time.Duration
 	for i := range n {
 		detect = append(detect, time.Duration(detected[i].Load()))
@@ -114,8 +121,8 @@ func (r *sizeRun) bareFlip(ctx context.Context, n int) {
 	p := func(d []time.Duration, q float64) time.Duration {
 		return benchkit.Percentile(d, q).Round(time.Millisecond)
 	}
-	r.sum.Figure("the same three writes by a bare client (its own %d probes at the same period, no controller), same cluster and load, right after: change→restart patch seen p50 %s p99 %s max %s (detect p50 %s p99 %s)",
-		n, p(lat, 0.5), p(lat, 0.99), p(lat, 1), p(detect, 0.5), p(detect, 0.99))
+	r.sum.Figure("the same three writes by a bare client (its own %d probes at the same period, no controller), same cluster and load, right after: change→restart patch seen p50 %s p99 %s max %s (detect p50 %s p99 %s); CPU until its last patch was seen: %s",
+		n, p(lat, 0.5), p(lat, 0.99), p(lat, 1), p(detect, 0.5), p(detect, 0.99), cpu)
 	r.b.ReportMetric(float64(benchkit.Percentile(lat, 0.99).Milliseconds()), "bare-change-patch-p99-ms")
 }
 
