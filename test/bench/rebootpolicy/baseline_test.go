@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
@@ -62,7 +61,6 @@ func (r *sizeRun) bareFlip(ctx context.Context, n int) {
 		r.sum.Fatalf(r.b, "%v", err)
 	}
 	pctx, stop := context.WithCancel(ctx)
-	defer stop()
 	detected := make([]atomic.Int64, n)
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
@@ -136,18 +134,7 @@ func (r *sizeRun) createBaseline(ctx context.Context, n int) error {
 	}
 	err := parallel(n, 8, func(i int) error {
 		name := fmt.Sprintf("base-%d", i)
-		dep := &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Namespace: baselineNamespace, Name: name},
-			Spec: appsv1.DeploymentSpec{
-				Replicas: ptr.To[int32](0),
-				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
-					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}},
-				},
-			},
-		}
-		if err := r.k8s.Create(ctx, dep); err != nil {
+		if err := r.k8s.Create(ctx, benchDeployment(baselineNamespace, name)); err != nil {
 			return err
 		}
 		rbp := r.policy(0, baselineNamespace, name)

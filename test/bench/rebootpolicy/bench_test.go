@@ -307,18 +307,7 @@ func (r *sizeRun) create(ctx context.Context) {
 	r.created = time.Now()
 	err := parallel(r.rbps, 16, func(j int) error {
 		name, ns := fmt.Sprintf("w-%d", j), r.nsOf(j)
-		dep := &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: appsv1.DeploymentSpec{
-				Replicas: ptr.To[int32](0),
-				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
-					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}},
-				},
-			},
-		}
-		if err := r.k8s.Create(ctx, dep); err != nil {
+		if err := r.k8s.Create(ctx, benchDeployment(ns, name)); err != nil {
 			return err
 		}
 		return r.k8s.Create(ctx, r.policy(j, ns, name))
@@ -328,6 +317,22 @@ func (r *sizeRun) create(ctx context.Context) {
 	}
 	r.sum.Figure("%d probes in %d RebootPolicies (%d each) and their Deployments created in %s by 16 parallel clients",
 		r.probes, r.rbps, r.perRBP, time.Since(r.created).Round(time.Millisecond))
+}
+
+// benchDeployment is a target with no replicas: restarts are template
+// patches the Deployment controller observes without scheduling a pod.
+func benchDeployment(ns, name string) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](0),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}},
+			},
+		},
+	}
 }
 
 // policy is RebootPolicy j: its probes get the paths of their global

@@ -291,26 +291,15 @@ func (rb *refBench) createFleet(ctx context.Context, b *testing.B) {
 }
 
 func refDeployment(name string) *appsv1.Deployment {
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: refNamespace, Name: name},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](0),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
-				Spec: corev1.PodSpec{
-					Containers: []corev1.Container{{Name: "c", Image: "nginx",
-						EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "shared"}}}},
-						Env: []corev1.EnvVar{{Name: "V", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
-							LocalObjectReference: corev1.LocalObjectReference{Name: name + "-env"}, Key: "v"}}}},
-						VolumeMounts: []corev1.VolumeMount{{Name: "file", MountPath: "/etc/app"}},
-					}},
-					Volumes: []corev1.Volume{{Name: "file", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-						LocalObjectReference: corev1.LocalObjectReference{Name: name + "-file"}}}}},
-				},
-			},
-		},
-	}
+	dep := benchDeployment(refNamespace, name)
+	c := &dep.Spec.Template.Spec.Containers[0]
+	c.EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "shared"}}}}
+	c.Env = []corev1.EnvVar{{Name: "V", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: name + "-env"}, Key: "v"}}}}
+	c.VolumeMounts = []corev1.VolumeMount{{Name: "file", MountPath: "/etc/app"}}
+	dep.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: "file", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+		LocalObjectReference: corev1.LocalObjectReference{Name: name + "-file"}}}}}
+	return dep
 }
 
 // settle waits until every policy tracks its target (3 references) and
