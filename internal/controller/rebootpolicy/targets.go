@@ -126,10 +126,9 @@ func inspectTarget(obj client.Object, now time.Time) targetInfo {
 	return ti
 }
 
-// restartStampOf is the target's restartedAt stamp (zero: none or
+// restartStamp is the target's restartedAt stamp (zero: none or
 // unreadable).
-func restartStampOf(obj client.Object) time.Time {
-	v, _ := viewOf(obj)
+func (v workloadView) restartStamp() time.Time {
 	t, err := time.Parse(time.RFC3339, v.template.Annotations[autorebootv1alpha1.RestartedAtAnnotation])
 	if err != nil {
 		return time.Time{}
@@ -141,7 +140,12 @@ func restartStampOf(obj client.Object) time.Time {
 // workloadView.done); anything not a target kind has nothing to wait for.
 func rolloutDone(obj client.Object) bool {
 	v, ok := viewOf(obj)
-	return !ok || v.done(obj.GetGeneration())
+	return v.rolloutDone(ok, obj.GetGeneration())
+}
+
+// rolloutDone is rolloutDone of the object v views (isTarget: viewOf's ok).
+func (v workloadView) rolloutDone(isTarget bool, generation int64) bool {
+	return !isTarget || v.done(generation)
 }
 
 // clockSkew is how far a restartedAt stamp may lie ahead of this manager's

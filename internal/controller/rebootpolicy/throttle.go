@@ -329,9 +329,11 @@ func (t *Throttle) gaugeLocked() {
 // manager started (our stamp and restart id, rollout unfinished) is
 // picked up.
 func (t *Throttle) observe(obj client.Object) {
-	k := keyOf(obj)
-	stamp, id := restartStampOf(obj), obj.GetAnnotations()[autorebootv1alpha1.RestartIDAnnotation]
-	done := rolloutDone(obj)
+	// One view per event: the informers call this for every workload.
+	v, isTarget := viewOf(obj)
+	k := throttleKey{kind: v.kind, namespace: obj.GetNamespace(), name: obj.GetName()}
+	stamp, id := v.restartStamp(), obj.GetAnnotations()[autorebootv1alpha1.RestartIDAnnotation]
+	done := v.rolloutDone(isTarget, obj.GetGeneration())
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r, ok := t.inflight[k]
