@@ -331,7 +331,7 @@ func (t *Throttle) gaugeLocked() {
 func (t *Throttle) observe(obj client.Object) {
 	// One view per event: the informers call this for every workload.
 	v, isTarget := viewOf(obj)
-	k := throttleKey{kind: v.kind, namespace: obj.GetNamespace(), name: obj.GetName()}
+	k := v.key(obj)
 	stamp, id := v.restartStamp(), obj.GetAnnotations()[autorebootv1alpha1.RestartIDAnnotation]
 	done := v.rolloutDone(isTarget, obj.GetGeneration())
 	t.mu.Lock()
@@ -363,7 +363,13 @@ func (t *Throttle) forget(obj client.Object) {
 }
 
 func keyOf(obj client.Object) throttleKey {
-	return throttleKey{kind: kindOf(obj), namespace: obj.GetNamespace(), name: obj.GetName()}
+	v, _ := viewOf(obj)
+	return v.key(obj)
+}
+
+// key is the throttle's key of obj, which v views.
+func (v workloadView) key(obj client.Object) throttleKey {
+	return throttleKey{kind: v.kind, namespace: obj.GetNamespace(), name: obj.GetName()}
 }
 
 func kindOf(obj client.Object) autorebootv1alpha1.TargetKind {
