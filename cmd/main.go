@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/runbook-dev/runbook/internal/metricsauth"
@@ -151,6 +152,7 @@ func newManager(f *managerFlags, scheme *runtime.Scheme, cacheOpts cache.Options
 	}
 	restConfig := ctrl.GetConfigOrDie()
 	restConfig.QPS, restConfig.Burst = float32(f.apiQPS), f.apiBurst
+	registerClientMetrics()
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   cacheOpts,
@@ -183,6 +185,14 @@ func newManager(f *managerFlags, scheme *runtime.Scheme, cacheOpts cache.Options
 // metricsOptions: HTTPS with authentication and authorization unless
 // --metrics-secure=false, HTTP/2 off unless asked for, and a certificate
 // from --metrics-cert-path (watched for renewal) or a self-signed one.
+// registerClientMetrics exposes how long requests to the apiserver wait in
+// the client's own rate limiter (--kube-api-qps, --kube-api-burst) and how
+// long they then take. rest_client_requests_total alone cannot tell a manager
+// held back by its own limit from a slow apiserver.
+func registerClientMetrics() {
+	crmetrics.RegisterRESTClientMetrics(crmetrics.MetricRateLimiterLatency, crmetrics.MetricRequestLatency)
+}
+
 func metricsOptions(f *managerFlags) (metricsserver.Options, *certwatcher.CertWatcher, error) {
 	var tlsOpts []func(*tls.Config)
 	if !f.enableHTTP2 {

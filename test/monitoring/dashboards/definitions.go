@@ -89,6 +89,8 @@ func overview() Dashboard {
 					q(sel(`sum by (controller) (workqueue_depth{SEL})`, mgr, controllers), "{{controller}}")),
 				ts("API requests by code", "reqps", "Requests from the manager to the apiserver by HTTP status code (429: throttled).",
 					q(rate("rest_client_requests_total", "code", mgr), "{{code}}")),
+				ts("API rate-limit wait p99", "s", "99th percentile of the time a request waits in the manager's own rate limiter (--kube-api-qps, --kube-api-burst) before it is sent, by verb.",
+					q(quantile("0.99", "rest_client_rate_limiter_duration_seconds", "verb", mgr), "{{verb}}")),
 				ts("Restarts and parks", "short", "Workloads restarted by RebootPolicies and parked by NSScalers per interval.",
 					q(sel(`sum(increase(runbook_rebootpolicy_restarts_total{SEL}[$__rate_interval]))`, mgr, `outcome="restarted"`), "restarted"),
 					q(sel(`sum(increase(runbook_nsscaler_writes_total{SEL}[$__rate_interval]))`, mgr, `operation="park"`, `result="ok"`), "parked")),
