@@ -182,9 +182,6 @@ func newManager(f *managerFlags, scheme *runtime.Scheme, cacheOpts cache.Options
 	return mgr, nil
 }
 
-// metricsOptions: HTTPS with authentication and authorization unless
-// --metrics-secure=false, HTTP/2 off unless asked for, and a certificate
-// from --metrics-cert-path (watched for renewal) or a self-signed one.
 // registerClientMetrics exposes how long requests to the apiserver wait in
 // the client's own rate limiter (--kube-api-qps, --kube-api-burst) and how
 // long they then take. rest_client_requests_total alone cannot tell a manager
@@ -193,6 +190,9 @@ func registerClientMetrics() {
 	crmetrics.RegisterRESTClientMetrics(crmetrics.MetricRateLimiterLatency, crmetrics.MetricRequestLatency)
 }
 
+// metricsOptions: HTTPS with authentication and authorization unless
+// --metrics-secure=false, HTTP/2 off unless asked for, and a certificate
+// from --metrics-cert-path (watched for renewal) or a self-signed one.
 func metricsOptions(f *managerFlags) (metricsserver.Options, *certwatcher.CertWatcher, error) {
 	var tlsOpts []func(*tls.Config)
 	if !f.enableHTTP2 {
