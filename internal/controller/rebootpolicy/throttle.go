@@ -354,8 +354,9 @@ func (t *Throttle) observe(obj client.Object) {
 func (t *Throttle) forget(obj client.Object) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if r, ok := t.inflight[keyOf(obj)]; ok {
-		delete(t.inflight, keyOf(obj))
+	k := keyOf(obj)
+	if r, ok := t.inflight[k]; ok {
+		delete(t.inflight, k)
 		t.wakeLocked(r.owner)
 		t.wakeWaitersLocked()
 		t.gaugeLocked()
@@ -370,11 +371,6 @@ func keyOf(obj client.Object) throttleKey {
 // key is the throttle's key of obj, which v views.
 func (v workloadView) key(obj client.Object) throttleKey {
 	return throttleKey{kind: v.kind, namespace: obj.GetNamespace(), name: obj.GetName()}
-}
-
-func kindOf(obj client.Object) autorebootv1alpha1.TargetKind {
-	v, _ := viewOf(obj)
-	return v.kind
 }
 
 // bind feeds the throttle from the manager's workload informers (the ones

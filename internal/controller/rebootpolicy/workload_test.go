@@ -69,8 +69,8 @@ func TestViewOfReadsEachKind(t *testing.T) {
 			if rolloutProgressing(tc.obj) != tc.progressing || rolloutDone(tc.obj) != tc.done {
 				t.Errorf("progressing %v done %v, want %v %v", rolloutProgressing(tc.obj), rolloutDone(tc.obj), tc.progressing, tc.done)
 			}
-			if kindOf(tc.obj) != tc.want.kind || podSpecOf(tc.obj).ServiceAccountName != tc.wantPodSpecOfSA {
-				t.Errorf("kindOf %q podSpecOf %q, want %q %q", kindOf(tc.obj), podSpecOf(tc.obj).ServiceAccountName, tc.want.kind, tc.wantPodSpecOfSA)
+			if podSpecOf(tc.obj).ServiceAccountName != tc.wantPodSpecOfSA {
+				t.Errorf("podSpecOf %q, want %q", podSpecOf(tc.obj).ServiceAccountName, tc.wantPodSpecOfSA)
 			}
 		})
 	}
