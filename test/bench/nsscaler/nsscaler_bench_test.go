@@ -173,17 +173,21 @@ func roundCount(b *testing.B) int {
 	return n
 }
 
-// rawRun is one raw park and restore.
-type rawRun struct{ park, restore time.Duration }
+// rawRun is one raw park and restore, and the CPU each phase cost each
+// process of the machine.
+type rawRun struct {
+	park, restore       time.Duration
+	parkCPU, restoreCPU string
+}
 
 // runRaw measures the raw limit on the size's objects.
 func runRaw(ctx context.Context, b *testing.B, sum *benchkit.Summary, s *sizeRun) rawRun {
 	park, restore := rawWrites(ctx, s.c)
-	rawPark, _, rawRestore, _, err := rawWithFanOut(ctx, s.env.Config, s.scheme, s.keys, park, restore)
+	r, err := rawWithFanOut(ctx, s.env.Config, s.scheme, s.keys, park, restore)
 	if err != nil {
 		sum.Fatalf(b, "raw run with the manager's watch: %v", err)
 	}
-	return rawRun{park: rawPark, restore: rawRestore}
+	return r
 }
 
 // round is one manager run and the raw runs right before and after it on
@@ -391,7 +395,10 @@ func report(b *testing.B, sum *benchkit.Summary, workloads int, rounds []round) 
 	sum.Figure("CPU s park %.2f, idle %.2f, restore %.2f", benchkit.Median(parkCPU), benchkit.Median(idleCPU), benchkit.Median(restoreCPU))
 	sum.Target(exact, "writes/workload park/restore %s (exactly 1 in every round)", strings.Join(writes, ", "))
 	sum.Target(idleOK, "idle writes %s (0 in ≥ %s in every round)", strings.Join(idles, ", "), rounds[0].run.idleWant)
-	sum.Figure("last round per phase: %s; other writes: %s", rounds[len(rounds)-1].phases, strings.Join(others, "; "))
+	last := rounds[len(rounds)-1]
+	sum.Figure("last round per phase: %s; other writes: %s", last.phases, strings.Join(others, "; "))
+	sum.Figure("last round's CPU by process: manager park %s; raw park after it %s; manager restore %s; raw restore after it %s",
+		last.stats["park"].machine, last.after.parkCPU, last.stats["restore"].machine, last.after.restoreCPU)
 	if v := os.Getenv("NSSCALER_BENCH_GOGC"); v != "" {
 		sum.Figure("manager ran with GOGC=%s", v)
 	}

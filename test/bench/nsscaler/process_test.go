@@ -1,7 +1,9 @@
 package nsscaler
 
 import (
+	"cmp"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -26,6 +28,31 @@ type phaseStats struct {
 	// not tell (no steal column): the summary says so instead of a 0.
 	wall, steal time.Duration
 	stealKnown  bool
+	// machine is the CPU every process of the machine spent in the phase
+	// (the apiserver, etcd, this benchmark, the manager).
+	machine string
+}
+
+// cpuSpent is a reading of every process's CPU time, to say what the
+// machine spent its cores on from then on.
+type cpuSpent struct {
+	at    benchkit.ProcessCPUs
+	since time.Time
+	err   error
+}
+
+func startCPUSpent() cpuSpent {
+	at, err := benchkit.CPUByProcess()
+	return cpuSpent{at: at, since: time.Now(), err: err}
+}
+
+// describe names what each command spent since the reading, most first.
+func (c cpuSpent) describe() string {
+	now, err := benchkit.CPUByProcess()
+	if err = cmp.Or(c.err, err); err != nil {
+		return fmt.Sprintf("unknown (%v)", err)
+	}
+	return benchkit.DescribeCPUSpent(c.at, now, time.Since(c.since), runtime.NumCPU())
 }
 
 // processSampler polls a process's resident set every 50 ms and keeps, per
@@ -44,7 +71,9 @@ type processSampler struct {
 	stealAt time.Duration
 	// stealOK: stealAt was read (the phase's steal can be known).
 	stealOK bool
-	done    chan struct{}
+	// machineAt is every process's CPU time when the current phase began.
+	machineAt cpuSpent
+	done      chan struct{}
 	wg      sync.WaitGroup
 }
 
@@ -56,7 +85,7 @@ func sampleProcess(pid int, first string) (*processSampler, error) {
 	}
 	steal, stealErr := benchkit.MachineSteal()
 	m := &processSampler{pid: pid, cur: first, order: []string{first}, stats: map[string]*phaseStats{first: {}},
-		cpuAt: cpu, since: time.Now(), stealAt: steal, stealOK: stealErr == nil, done: make(chan struct{})}
+		cpuAt: cpu, since: time.Now(), stealAt: steal, stealOK: stealErr == nil, machineAt: startCPUSpent(), done: make(chan struct{})}
 	m.wg.Go(func() {
 		t := time.NewTicker(50 * time.Millisecond)
 		defer t.Stop()
@@ -92,9 +121,11 @@ func (m *processSampler) phase(next string) {
 	cpu, cpuErr := benchkit.ProcessCPU(m.pid)
 	st, _ := benchkit.ProcStatusMiB(m.pid)
 	steal, stealErr := benchkit.MachineSteal()
+	machineAt := startCPUSpent()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := m.stats[m.cur]
+	s.machine, m.machineAt = m.machineAt.describe(), machineAt
 	s.endRSS = st["VmRSS"]
 	if cpuErr == nil {
 		s.cpu, m.cpuAt = cpu-m.cpuAt, cpu

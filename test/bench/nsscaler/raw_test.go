@@ -39,26 +39,25 @@ func rawWrites(ctx context.Context, c client.Client) (park, restore func(client.
 // like the manager's is open in this process: the same watch (protobuf,
 // every Deployment), decoding every event and trimming it with the same
 // transform, on the same cores. Each phase ends, as the controller's does,
-// once that informer has observed the state the writes produced; the time
-// the last patch was answered is returned too.
+// once that informer has observed the state the writes produced.
 func rawWithFanOut(ctx context.Context, base *rest.Config, scheme *runtime.Scheme, keys []client.ObjectKey,
-	park, restore func(client.ObjectKey) error) (parkD, parkPatches, restoreD, restorePatches time.Duration, err error) {
+	park, restore func(client.ObjectKey) error) (rawRun, error) {
 	cfg := rest.CopyConfig(base)
 	cfg.ContentType = runtime.ContentTypeProtobuf
 	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	obs, err := benchkit.ObserveWith(ctx, cfg, cache.Options{Scheme: scheme,
 		ByObject: map[client.Object]cache.ByObject{&appsv1.Deployment{}: {Transform: trimDeployment}}}, &appsv1.Deployment{})
 	if err != nil {
-		return 0, 0, 0, 0, err
+		return rawRun{}, err
 	}
 	defer obs.Stop()
-	phase := func(write func(client.ObjectKey) error, parked bool) (all, patches time.Duration, err error) {
+	phase := func(write func(client.ObjectKey) error, parked bool) (time.Duration, string, error) {
+		cpu := startCPUSpent()
 		start := time.Now()
 		if err := parallel(keys, write); err != nil {
-			return 0, 0, err
+			return 0, "", err
 		}
-		patches = time.Since(start)
-		_, err = obs.Until(ctx, time.Minute, 5*time.Minute, func() (bool, string, error) {
+		_, err := obs.Until(ctx, time.Minute, 5*time.Minute, func() (bool, string, error) {
 			var l appsv1.DeploymentList
 			if err := obs.Reader().List(ctx, &l, client.UnsafeDisableDeepCopy); err != nil {
 				return false, "", err
@@ -71,15 +70,16 @@ func rawWithFanOut(ctx context.Context, base *rest.Config, scheme *runtime.Schem
 			}
 			return n == len(keys), fmt.Sprintf("%d/%d observed", n, len(keys)), nil
 		})
-		return time.Since(start), patches, err
+		return time.Since(start), cpu.describe(), err
 	}
-	if parkD, parkPatches, err = phase(park, true); err != nil {
-		return 0, 0, 0, 0, fmt.Errorf("park: %w", err)
+	var r rawRun
+	if r.park, r.parkCPU, err = phase(park, true); err != nil {
+		return rawRun{}, fmt.Errorf("park: %w", err)
 	}
-	if restoreD, restorePatches, err = phase(restore, false); err != nil {
-		return 0, 0, 0, 0, fmt.Errorf("restore: %w", err)
+	if r.restore, r.restoreCPU, err = phase(restore, false); err != nil {
+		return rawRun{}, fmt.Errorf("restore: %w", err)
 	}
-	return parkD, parkPatches, restoreD, restorePatches, nil
+	return r, nil
 }
 
 // trimDeployment keeps what the manager's workload cache keeps of a

@@ -115,6 +115,7 @@ func runSchedule(ctx context.Context, b *testing.B, sum *benchkit.Summary, c cli
 			ready != nil && ready.Status == metav1.ConditionTrue
 	}))
 	run.restore = time.Since(w.closes)
+	sampler.phase("delete")
 	if err != nil {
 		sum.Target(false, "restore: %s after %s", progress, run.restore.Round(time.Second))
 		sum.Fatalf(b, "restore: %v", err)
