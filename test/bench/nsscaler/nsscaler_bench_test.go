@@ -132,6 +132,11 @@ type sizeRun struct {
 	keys   []client.ObjectKey
 	// kubeconfig is the manager's admin identity, made by its first start.
 	kubeconfig string
+	// apiProf profiles kube-apiserver during the parks
+	// (BENCH_NSSCALER_APISERVER_PROFILE_DIR; nil otherwise), numbered by
+	// round.
+	apiProf *benchkit.APIServerProfiler
+	round   int
 }
 
 // runSize measures one size on a fresh control plane: a sweep that reused
@@ -155,11 +160,18 @@ func runSize(b *testing.B, bin string, full int) {
 	if err != nil {
 		sum.Fatalf(b, "%v", err)
 	}
+	if s.apiProf, err = benchkit.NewAPIServerProfiler("BENCH_NSSCALER_APISERVER_PROFILE_DIR", s.env.Config); err != nil {
+		sum.Fatalf(b, "%v", err)
+	}
+	if s.apiProf != nil {
+		sum.Figure("kube-apiserver's CPU profiles of the parks in %s", s.apiProf.Dir())
+	}
 	var rounds []round
-	prev := runRaw(ctx, b, sum, s)
+	prev := runRaw(ctx, b, sum, s, 0)
 	for range roundCount(b) {
+		s.round++
 		r := runManager(ctx, b, sum, s, bin, idle, prev)
-		r.after = runRaw(ctx, b, sum, s)
+		r.after = runRaw(ctx, b, sum, s, prev.park)
 		rounds, prev = append(rounds, r), r.after
 	}
 	report(b, sum, workloads, rounds)
@@ -187,12 +199,20 @@ type rawRun struct {
 	parkCPU, restoreCPU string
 }
 
-// runRaw measures the raw limit on the size's objects.
-func runRaw(ctx context.Context, b *testing.B, sum *benchkit.Summary, s *sizeRun) rawRun {
+// runRaw measures the raw limit on the size's objects. With
+// BENCH_NSSCALER_APISERVER_PROFILE_DIR, kube-apiserver is profiled for
+// profile (when positive) from the start of the raw park.
+func runRaw(ctx context.Context, b *testing.B, sum *benchkit.Summary, s *sizeRun, profile time.Duration) rawRun {
+	if profile > 0 {
+		s.apiProf.StartCPU(ctx, fmt.Sprintf("apiserver-%d-round%d-raw-park", len(s.keys), s.round), profile)
+	}
 	park, restore := rawWrites(ctx, s.c)
 	r, err := rawWithFanOut(ctx, s.env.Config, s.scheme, s.keys, park, restore)
 	if err != nil {
 		sum.Fatalf(b, "raw run with the manager's watch: %v", err)
+	}
+	if err := s.apiProf.Wait(); err != nil {
+		sum.Fatalf(b, "%v", err)
 	}
 	return r
 }
@@ -232,7 +252,16 @@ func runManager(ctx context.Context, b *testing.B, sum *benchkit.Summary, s *siz
 	defer obs.Stop()
 
 	w := newWindow(before.park, idle)
+	// Both apiserver profiles of a round, the manager's park and the raw
+	// park after it, last as long as the raw park before the round.
+	profiled := time.AfterFunc(time.Until(w.opens), func() {
+		s.apiProf.StartCPU(ctx, fmt.Sprintf("apiserver-%d-round%d-manager-park", len(s.keys), s.round), before.park)
+	})
+	defer profiled.Stop()
 	run := runSchedule(ctx, b, sum, s.c, s.cs, obs, w, s.keys, sampler)
+	if err := s.apiProf.Wait(); err != nil {
+		sum.Fatalf(b, "%v", err)
+	}
 	deleteScaler(ctx, b, sum, s.c, obs)
 	stats := sampler.stop()
 	return round{before: before, run: run, stats: stats, phases: sampler.describe(stats)}

@@ -74,7 +74,7 @@ type processSampler struct {
 	// machineAt is every process's CPU time when the current phase began.
 	machineAt cpuSpent
 	done      chan struct{}
-	wg      sync.WaitGroup
+	wg        sync.WaitGroup
 }
 
 // sampleProcess starts sampling pid, in phase first.

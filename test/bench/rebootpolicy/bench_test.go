@@ -138,7 +138,7 @@ type sizeRun struct {
 	// prof fetches the manager's profiles, apiProf kube-apiserver's of the
 	// flip (nil: not asked for).
 	prof    *profiler
-	apiProf *apiserverProfiler
+	apiProf *benchkit.APIServerProfiler
 	// probes in all; perRBP of them per RebootPolicy, rbps RebootPolicies.
 	probes, perRBP, rbps int
 	port                 int
@@ -269,11 +269,11 @@ func (r *sizeRun) start(ctx context.Context, bin string, namespaces int) {
 		args = append(args, r.prof.flag())
 		sum.Figure("PROFILED (figures perturbed): profiles in %s", r.prof.dir)
 	}
-	if r.apiProf, err = newAPIServerProfiler(c.Config); err != nil {
+	if r.apiProf, err = benchkit.NewAPIServerProfiler("BENCH_RBP_APISERVER_PROFILE_DIR", c.Config); err != nil {
 		sum.Fatalf(b, "%v", err)
 	}
 	if r.apiProf != nil {
-		sum.Figure("kube-apiserver's CPU profile of the flip in %s", r.apiProf.dir)
+		sum.Figure("kube-apiserver's CPU profile of the flip in %s", r.apiProf.Dir())
 	}
 	r.mgr, err = cluster.StartManager(ctx, bin, kubeconfig, args...)
 	if err != nil {
@@ -566,7 +566,7 @@ func (r *sizeRun) changeToRestart(ctx context.Context) bool {
 		r.prof.trace(ctx, fmt.Sprintf("manager-%d-flip", r.probes), 3*time.Second)
 	}
 	if r.apiProf != nil {
-		r.apiProf.startCPU(ctx, fmt.Sprintf("apiserver-%d-flip", r.probes), 3*time.Second)
+		r.apiProf.StartCPU(ctx, fmt.Sprintf("apiserver-%d-flip", r.probes), 3*time.Second)
 	}
 	cpuBefore, cpuErr := benchkit.CPUByProcess()
 	stealBefore, stealErr := benchkit.MachineSteal()
@@ -621,7 +621,7 @@ func (r *sizeRun) changeToRestart(ctx context.Context) bool {
 			r.sum.Figure("flip trace: %v", err)
 		}
 	}
-	if err := r.apiProf.wait(); err != nil {
+	if err := r.apiProf.Wait(); err != nil {
 		r.sum.Figure("%v", err)
 	}
 	r.b.ReportMetric(float64(benchkit.Percentile(lat, 0.50).Milliseconds()), "change-patch-p50-ms")
