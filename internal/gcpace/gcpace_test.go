@@ -142,4 +142,3 @@ func TestNewReadsTheRuntimesLiveHeap(t *testing.T) {
 		t.Fatalf("live heap after a collection read as 0: is %s still a runtime metric?", liveHeapMetric)
 	}
 }
-
