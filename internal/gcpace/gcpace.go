@@ -90,13 +90,6 @@ func (p *Pacer) Stop() {
 	p.stopped = true
 }
 
-// Current is the percentage last set.
-func (p *Pacer) Current() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.current
-}
-
 // cycleMarker is allocated for one collection: its cleanup runs once a
 // collection found it unreachable. It is larger than the 16 bytes the
 // allocator packs together, whose cleanups may never run.

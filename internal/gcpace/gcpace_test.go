@@ -79,6 +79,15 @@ func (f *fakeRuntime) setsSoFar() []int {
 	return append([]int(nil), f.sets...)
 }
 
+// lastSet is the percentage set last (0: none yet).
+func (f *fakeRuntime) lastSet() int {
+	sets := f.setsSoFar()
+	if len(sets) == 0 {
+		return 0
+	}
+	return sets[len(sets)-1]
+}
+
 // collectUntil runs collections until cond holds: the pacer adjusts in a
 // cleanup, which the runtime runs after a collection, asynchronously.
 func collectUntil(t *testing.T, what string, cond func() bool) {
@@ -103,10 +112,10 @@ func TestPacerFollowsTheLiveHeapAfterEachCollection(t *testing.T) {
 	}
 
 	rt.setLive(32 * mib)
-	collectUntil(t, "the pacer did not return to the base for a 32 MiB heap", func() bool { return p.Current() == 50 })
+	collectUntil(t, "the pacer did not return to the base for a 32 MiB heap", func() bool { return rt.lastSet() == 50 })
 
 	rt.setLive(10 * mib)
-	collectUntil(t, "the pacer did not raise the percentage for a 10 MiB heap", func() bool { return p.Current() == 80 })
+	collectUntil(t, "the pacer did not raise the percentage for a 10 MiB heap", func() bool { return rt.lastSet() == 80 })
 
 	// Collections that find the same heap set nothing again.
 	before := len(rt.setsSoFar())

@@ -47,12 +47,14 @@ func startCPUSpent() cpuSpent {
 }
 
 // describe names what each command spent since the reading, most first.
-func (c cpuSpent) describe() string {
-	now, err := benchkit.CPUByProcess()
-	if err = cmp.Or(c.err, err); err != nil {
+func (c cpuSpent) describe() string { return c.until(startCPUSpent()) }
+
+// until names what each command spent from c to the later reading now.
+func (c cpuSpent) until(now cpuSpent) string {
+	if err := cmp.Or(c.err, now.err); err != nil {
 		return fmt.Sprintf("unknown (%v)", err)
 	}
-	return benchkit.DescribeCPUSpent(c.at, now, time.Since(c.since), runtime.NumCPU())
+	return benchkit.DescribeCPUSpent(c.at, now.at, now.since.Sub(c.since), runtime.NumCPU())
 }
 
 // processSampler polls a process's resident set every 50 ms and keeps, per
@@ -125,7 +127,7 @@ func (m *processSampler) phase(next string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := m.stats[m.cur]
-	s.machine, m.machineAt = m.machineAt.describe(), machineAt
+	s.machine, m.machineAt = m.machineAt.until(machineAt), machineAt
 	s.endRSS = st["VmRSS"]
 	if cpuErr == nil {
 		s.cpu, m.cpuAt = cpu-m.cpuAt, cpu
