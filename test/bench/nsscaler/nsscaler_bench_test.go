@@ -27,6 +27,10 @@
 // Deployment cached and parked, nothing to do) and the peak from the
 // window's opening to the end of the restore.
 //
+// Each phase is also split into lead-in, writes and tail (the manager's
+// write passes are read from its log), so that a slow phase shows whether
+// the time went to the writes or around them.
+//
 // Each size ends with one SUMMARY line. BENCH_SCALE=0.05 scales every size
 // (and the idle window) down for a smoke test; BENCH_NSSCALER_SWEEP=1000,5000
 // picks sizes; BENCH_IDLE sets the idle window.
@@ -195,8 +199,9 @@ func roundCount(b *testing.B) int {
 // rawRun is one raw park and restore, and the CPU each phase cost each
 // process of the machine.
 type rawRun struct {
-	park, restore       time.Duration
-	parkCPU, restoreCPU string
+	park, restore         time.Duration
+	parkPass, restorePass passTiming
+	parkCPU, restoreCPU   string
 }
 
 // runRaw measures the raw limit on the size's objects. With
@@ -228,6 +233,10 @@ type round struct {
 	run           scheduleRun
 	stats         map[string]phaseStats
 	phases        string
+	// parkPass and restorePass place the manager's write passes in its
+	// phases; passesOK is false when its log had none to place.
+	parkPass, restorePass passTiming
+	passesOK              bool
 }
 
 func (r round) rawPark() time.Duration    { return (r.before.park + r.after.park) / 2 }
@@ -264,7 +273,9 @@ func runManager(ctx context.Context, b *testing.B, sum *benchkit.Summary, s *siz
 	}
 	deleteScaler(ctx, b, sum, s.c, obs)
 	stats := sampler.stop()
-	return round{before: before, run: run, stats: stats, phases: sampler.describe(stats)}
+	r := round{before: before, run: run, stats: stats, phases: sampler.describe(stats)}
+	r.parkPass, r.restorePass, r.passesOK = placePasses(b, mgr.Logs(), w, run)
+	return r
 }
 
 // keepLogs writes the manager's log into BENCH_NSSCALER_LOG_DIR, when
@@ -336,7 +347,7 @@ func startManager(b *testing.B, sum *benchkit.Summary, s *sizeRun, bin string) (
 		}
 	}
 	args := append([]string{"--controllers=nsscaler", "--operator-namespace=runbook-system",
-		fmt.Sprintf("--nsscaler-write-concurrency=%d", concurrency)},
+		fmt.Sprintf("--nsscaler-write-concurrency=%d", concurrency), managerLogTimeFlag},
 		strings.Fields(os.Getenv("BENCH_NSSCALER_MANAGER_ARGS"))...)
 	mgr, err := cluster.StartManager(ctx, bin, kcPath, args...)
 	if err != nil {
@@ -425,6 +436,9 @@ func report(b *testing.B, sum *benchkit.Summary, workloads int, rounds []round) 
 		durations(rounds, func(r round) time.Duration { return r.run.park }), rawDurations(rounds, func(r rawRun) time.Duration { return r.park }))
 	sum.Target(restoreRatio <= maxRatio, "restore ×%.2f raw (rounds %s; manager %s; raw before/after %s)", restoreRatio, ratios(restoreRatios),
 		durations(rounds, func(r round) time.Duration { return r.run.restore }), rawDurations(rounds, func(r rawRun) time.Duration { return r.restore }))
+	sum.Figure("phases split as lead-in + writes + tail (median): %s; %s",
+		describePasses(rounds, "park", func(r round) passTiming { return r.parkPass }, func(r rawRun) passTiming { return r.parkPass }),
+		describePasses(rounds, "restore", func(r round) passTiming { return r.restorePass }, func(r rawRun) passTiming { return r.restorePass }))
 	sum.Figure("RSS ready %.1f MiB", benchkit.Median(readys))
 	sum.Target(settled <= settledMax, "settled %.1f MiB (≤ %.1f)", settled, settledMax)
 	sum.Target(peakRatio <= maxPeakPerSettled, "peak ×%.2f settled (≤ %.1f; rounds %s)", peakRatio, maxPeakPerSettled, ratios(peakRatios))

@@ -51,12 +51,13 @@ func rawWithFanOut(ctx context.Context, base *rest.Config, scheme *runtime.Schem
 		return rawRun{}, err
 	}
 	defer obs.Stop()
-	phase := func(write func(client.ObjectKey) error, parked bool) (time.Duration, string, error) {
+	phase := func(write func(client.ObjectKey) error, parked bool) (time.Duration, passTiming, string, error) {
 		cpu := startCPUSpent()
 		start := time.Now()
 		if err := parallel(keys, write); err != nil {
-			return 0, "", err
+			return 0, passTiming{}, "", err
 		}
+		written := time.Since(start)
 		_, err := obs.Until(ctx, time.Minute, 5*time.Minute, func() (bool, string, error) {
 			var l appsv1.DeploymentList
 			if err := obs.Reader().List(ctx, &l, client.UnsafeDisableDeepCopy); err != nil {
@@ -70,13 +71,14 @@ func rawWithFanOut(ctx context.Context, base *rest.Config, scheme *runtime.Schem
 			}
 			return n == len(keys), fmt.Sprintf("%d/%d observed", n, len(keys)), nil
 		})
-		return time.Since(start), cpu.describe(), err
+		took := time.Since(start)
+		return took, passTiming{writes: written, tail: took - written}, cpu.describe(), err
 	}
 	var r rawRun
-	if r.park, r.parkCPU, err = phase(park, true); err != nil {
+	if r.park, r.parkPass, r.parkCPU, err = phase(park, true); err != nil {
 		return rawRun{}, fmt.Errorf("park: %w", err)
 	}
-	if r.restore, r.restoreCPU, err = phase(restore, false); err != nil {
+	if r.restore, r.restorePass, r.restoreCPU, err = phase(restore, false); err != nil {
 		return rawRun{}, fmt.Errorf("restore: %w", err)
 	}
 	return r, nil
