@@ -13,11 +13,34 @@ import (
 	"github.com/runbook-dev/runbook/test/bench/internal/benchkit"
 )
 
-// requestCounts are the apiserver's mutating requests by "VERB resource"
-// (apiserver_request_total, every code), without what the apiserver itself
-// writes in the background (its identity lease) and the review requests
-// of authentication.
+// requestCounts are the apiserver's requests to resources by "VERB
+// resource" (apiserver_request_total, every code), without what the
+// apiserver itself writes in the background (its identity lease) and the
+// review requests of authentication. A watch is counted when it ends.
 type requestCounts map[string]int
+
+// writes are the mutating requests, reads the others.
+func (rc requestCounts) writes() requestCounts { return rc.where(true) }
+func (rc requestCounts) reads() requestCounts  { return rc.where(false) }
+
+func (rc requestCounts) where(mutating bool) requestCounts {
+	out := requestCounts{}
+	for k, v := range rc {
+		verb, _, _ := strings.Cut(k, " ")
+		if isMutating(verb) == mutating {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func isMutating(verb string) bool {
+	switch verb {
+	case "PATCH", "POST", "PUT", "DELETE", "APPLY", "DELETECOLLECTION":
+		return true
+	}
+	return false
+}
 
 // since is what was written between before and rc.
 func (rc requestCounts) since(before requestCounts) requestCounts {
@@ -88,13 +111,8 @@ func requests(ctx context.Context, b *testing.B, cs kubernetes.Interface) reques
 			continue
 		}
 		verb, resource := label(line, "verb"), label(line, "resource")
-		switch verb {
-		case "PATCH", "POST", "PUT", "DELETE", "APPLY", "DELETECOLLECTION":
-		default:
-			continue
-		}
 		switch resource {
-		case "leases", "subjectaccessreviews", "tokenreviews", "selfsubjectaccessreviews":
+		case "", "leases", "subjectaccessreviews", "tokenreviews", "selfsubjectaccessreviews":
 			continue
 		}
 		if sub := label(line, "subresource"); sub != "" {

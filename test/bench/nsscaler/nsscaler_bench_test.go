@@ -426,7 +426,8 @@ func report(b *testing.B, sum *benchkit.Summary, workloads int, rounds []round) 
 		writes = append(writes, fmt.Sprintf("%.3f/%.3f", float64(pw)/float64(workloads), float64(rw)/float64(workloads)))
 		idleOK = idleOK && total(r.run.idled) == 0 && r.run.idleWindow >= r.run.idleWant
 		idles = append(idles, fmt.Sprintf("%d in %s", total(r.run.idled), r.run.idleWindow.Round(time.Second)))
-		others = append(others, fmt.Sprintf("park %s, restore %s", describe(nonDeployment(r.run.parked)), describe(nonDeployment(r.run.restored))))
+		others = append(others, fmt.Sprintf("park %s, reads %s; restore %s, reads %s", describe(nonDeployment(r.run.parked)), describe(r.run.parkReads),
+			describe(nonDeployment(r.run.restored)), describe(r.run.restoreReads)))
 	}
 	parkRatio, restoreRatio := benchkit.Median(parkRatios), benchkit.Median(restoreRatios)
 	settled, peakRatio := benchkit.Median(settleds), benchkit.Median(peakRatios)
@@ -446,7 +447,7 @@ func report(b *testing.B, sum *benchkit.Summary, workloads int, rounds []round) 
 	sum.Target(exact, "writes/workload park/restore %s (exactly 1 in every round)", strings.Join(writes, ", "))
 	sum.Target(idleOK, "idle writes %s (0 in ≥ %s in every round)", strings.Join(idles, ", "), rounds[0].run.idleWant)
 	last := rounds[len(rounds)-1]
-	sum.Figure("last round per phase: %s; other writes: %s", last.phases, strings.Join(others, "; "))
+	sum.Figure("last round per phase: %s; other requests by round: %s", last.phases, strings.Join(others, " | "))
 	sum.Figure("last round's CPU by process: manager park %s; raw park after it %s; manager restore %s; raw restore after it %s",
 		last.stats["park"].machine, last.after.parkCPU, last.stats["restore"].machine, last.after.restoreCPU)
 	if v := os.Getenv("NSSCALER_BENCH_GOGC"); v != "" {

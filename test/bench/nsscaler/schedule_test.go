@@ -60,8 +60,11 @@ type scheduleRun struct {
 	// park and restore run from the window's opening (closing) until the
 	// status reports the transition done.
 	park, restore time.Duration
-	// parked, idled, restored are the apiserver's writes in each phase.
+	// parked, idled, restored are the apiserver's writes in each phase,
+	// parkReads and restoreReads the other requests of the park and the
+	// restore (a relist or a read per workload would show there).
 	parked, idled, restored requestCounts
+	parkReads, restoreReads requestCounts
 	// idleWindow is how long the idle phase lasted (park done → just
 	// before the window closes), idleWant how long it was meant to.
 	idleWindow, idleWant time.Duration
@@ -91,7 +94,7 @@ func runSchedule(ctx context.Context, b *testing.B, sum *benchkit.Summary, c cli
 	}
 	sampler.phase("idle")
 	afterPark := quiet(ctx, b, sum, cs, countedStatusWrite(ctx, b, sum, cs, before))
-	run.parked = afterPark.since(before)
+	run.parked, run.parkReads = afterPark.since(before).writes(), afterPark.since(before).reads()
 	if n := countReplicas(ctx, b, c, keys, true); n != workloads {
 		sum.Fatalf(b, "status reports every Deployment parked, but only %d/%d are", n, workloads)
 	}
@@ -106,7 +109,7 @@ func runSchedule(ctx context.Context, b *testing.B, sum *benchkit.Summary, c cli
 	}
 	idleEnd := requests(ctx, b, cs)
 	run.idleWindow = time.Since(idleStart)
-	run.idled = idleEnd.since(afterPark)
+	run.idled = idleEnd.since(afterPark).writes()
 
 	sampler.phase("restore")
 	progress, err = obs.Until(ctx, 3*time.Minute, 10*time.Minute, scalerIs(ctx, obs, func(s *scalingv1alpha1.NSScaler) bool {
@@ -120,7 +123,8 @@ func runSchedule(ctx context.Context, b *testing.B, sum *benchkit.Summary, c cli
 		sum.Target(false, "restore: %s after %s", progress, run.restore.Round(time.Second))
 		sum.Fatalf(b, "restore: %v", err)
 	}
-	run.restored = countedStatusWrite(ctx, b, sum, cs, idleEnd).since(idleEnd)
+	restored := countedStatusWrite(ctx, b, sum, cs, idleEnd).since(idleEnd)
+	run.restored, run.restoreReads = restored.writes(), restored.reads()
 	if n := countReplicas(ctx, b, c, keys, false); n != workloads {
 		sum.Fatalf(b, "the status reports every Deployment restored, but only %d/%d are", n, workloads)
 	}
@@ -205,7 +209,7 @@ func quiet(ctx context.Context, b *testing.B, sum *benchkit.Summary, cs kubernet
 		case <-time.After(quietFor):
 		}
 		next := requests(ctx, b, cs)
-		if total(next.since(rc)) == 0 || time.Now().After(deadline) {
+		if total(next.since(rc).writes()) == 0 || time.Now().After(deadline) {
 			return next
 		}
 		rc = next
