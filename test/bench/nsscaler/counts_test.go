@@ -16,7 +16,8 @@ import (
 // requestCounts are the apiserver's requests to resources by "VERB
 // resource" (apiserver_request_total, every code), without what the
 // apiserver itself writes in the background (its identity lease) and the
-// review requests of authentication. A watch is counted when it ends.
+// review requests of authentication, and without requests to non-resource
+// paths (/metrics, /healthz). A watch is counted when it ends.
 type requestCounts map[string]int
 
 // writes are the mutating requests, reads the others.
@@ -42,7 +43,7 @@ func isMutating(verb string) bool {
 	return false
 }
 
-// since is what was written between before and rc.
+// since is what was requested between before and rc.
 func (rc requestCounts) since(before requestCounts) requestCounts {
 	d := requestCounts{}
 	for k, v := range rc {

@@ -114,12 +114,13 @@ func describePasses(rounds []round, phase string, mgr func(round) passTiming, ra
 			continue
 		}
 		m, before, after := mgr(r), raw(r.before), raw(r.after)
+		rawW := (before.writes + after.writes).Seconds() / 2
 		leadIns = append(leadIns, m.leadIn.Seconds())
 		writes = append(writes, m.writes.Seconds())
 		tails = append(tails, m.tail.Seconds())
-		rawWrites = append(rawWrites, (before.writes+after.writes).Seconds()/2)
+		rawWrites = append(rawWrites, rawW)
 		rawTails = append(rawTails, (before.tail+after.tail).Seconds()/2)
-		writeRatios = append(writeRatios, 2*m.writes.Seconds()/(before.writes+after.writes).Seconds())
+		writeRatios = append(writeRatios, m.writes.Seconds()/rawW)
 	}
 	if len(writeRatios) == 0 {
 		return phase + ": no write pass in the manager's log"

@@ -94,7 +94,8 @@ func runSchedule(ctx context.Context, b *testing.B, sum *benchkit.Summary, c cli
 	}
 	sampler.phase("idle")
 	afterPark := quiet(ctx, b, sum, cs, countedStatusWrite(ctx, b, sum, cs, before))
-	run.parked, run.parkReads = afterPark.since(before).writes(), afterPark.since(before).reads()
+	parked := afterPark.since(before)
+	run.parked, run.parkReads = parked.writes(), parked.reads()
 	if n := countReplicas(ctx, b, c, keys, true); n != workloads {
 		sum.Fatalf(b, "status reports every Deployment parked, but only %d/%d are", n, workloads)
 	}
