@@ -141,7 +141,10 @@ type policyNote struct {
 }
 
 // policyNotes are the events of the transitions between the old and new
-// status.
+// status. A policy that fails and fires in one pass gets one event, a
+// Triggered warning with the probe's message: a fire is followed by two
+// Restarted events per target, and in a mass failure every event is a
+// write competing with the restart patches.
 func policyNotes(old, cur *autorebootv1alpha1.RebootPolicy) []policyNote {
 	prev := map[string]autorebootv1alpha1.PolicyStatus{}
 	for _, ps := range old.Status.Policies {
@@ -150,11 +153,14 @@ func policyNotes(old, cur *autorebootv1alpha1.RebootPolicy) []policyNote {
 	var out []policyNote
 	for _, ps := range cur.Status.Policies {
 		was := prev[ps.Name]
-		if ps.LastResult == autorebootv1alpha1.ResultFailure && was.LastResult != autorebootv1alpha1.ResultFailure {
-			out = append(out, policyNote{true, autorebootv1alpha1.EventProbeFailed, "Probe", fmt.Sprintf("policy %s: %s", ps.Name, ps.Message)})
-		}
-		if ps.PendingTrigger && !was.PendingTrigger {
+		failed := ps.LastResult == autorebootv1alpha1.ResultFailure && was.LastResult != autorebootv1alpha1.ResultFailure
+		switch fired := ps.PendingTrigger && !was.PendingTrigger; {
+		case fired && failed:
+			out = append(out, policyNote{true, autorebootv1alpha1.EventTriggered, "Trigger", fmt.Sprintf("policy %s fired on a failed probe: %s", ps.Name, ps.Message)})
+		case fired:
 			out = append(out, policyNote{false, autorebootv1alpha1.EventTriggered, "Trigger", fmt.Sprintf("policy %s fired: %s", ps.Name, ps.Message)})
+		case failed:
+			out = append(out, policyNote{true, autorebootv1alpha1.EventProbeFailed, "Probe", fmt.Sprintf("policy %s: %s", ps.Name, ps.Message)})
 		}
 		if fired := newlyPendingTargets(was.Targets, ps.Targets); len(fired) > 0 {
 			out = append(out, policyNote{false, autorebootv1alpha1.EventTriggered, "Trigger", fmt.Sprintf("policy %s fired: referenced data of %s %s changed",

@@ -209,7 +209,7 @@ func TestTwoPoliciesOnTwoTargetsAreIndependent(t *testing.T) {
 		return restartedAt(depA)
 	}, timeout, interval).ShouldNot(BeEmpty())
 	g.Eventually(func() int64 { return getRBP(t, ns, "rbp-a").Status.RestartCount }, timeout, interval).Should(BeNumerically(">=", 1))
-	g.Eventually(func() []string { return eventReasons(ns, "rbp-a") }, timeout, interval).Should(ContainElements(autorebootv1alpha1.EventProbeFailed, autorebootv1alpha1.EventRestarted))
+	g.Eventually(func() []string { return eventReasons(ns, "rbp-a") }, timeout, interval).Should(ContainElements(autorebootv1alpha1.EventTriggered, autorebootv1alpha1.EventRestarted))
 	g.Eventually(func() []string { return eventReasons(ns, "a") }, timeout, interval).Should(ContainElement(autorebootv1alpha1.EventRestarted))
 
 	depB := &appsv1.Deployment{}
