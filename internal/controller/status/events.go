@@ -1,6 +1,9 @@
 package status
 
 import (
+	"fmt"
+	"unicode/utf8"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
@@ -22,9 +25,27 @@ func (e Events) Warning(regarding, related runtime.Object, reason, action, note 
 	e.emit(regarding, related, corev1.EventTypeWarning, reason, action, note, args...)
 }
 
+// maxNote is the apiserver's limit on an events.k8s.io/v1 note: a longer
+// one is refused and the event lost.
+const maxNote = 1024
+
 func (e Events) emit(regarding, related runtime.Object, typ, reason, action, note string, args ...any) {
 	if e.Recorder == nil {
 		return
 	}
-	e.Recorder.Eventf(regarding, related, typ, reason, action, note, args...)
+	e.Recorder.Eventf(regarding, related, typ, reason, action, "%s", truncateNote(fmt.Sprintf(note, args...)))
+}
+
+// truncateNote shortens a note to maxNote bytes, at a rune boundary, marked
+// with an ellipsis.
+func truncateNote(s string) string {
+	if len(s) <= maxNote {
+		return s
+	}
+	const mark = "…"
+	cut := maxNote - len(mark)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
 }
