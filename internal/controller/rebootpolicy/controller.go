@@ -154,6 +154,9 @@ type pass struct {
 	// pass if written is set (a status write of the pass succeeded).
 	notes   []policyNote
 	written bool
+	// restarts are the targets the pass restarted ("Deployment web
+	// (health)"), for the policy's one Restarted event at its end.
+	restarts []string
 }
 
 // begin reads the RebootPolicy (fresh if the cache may predate the

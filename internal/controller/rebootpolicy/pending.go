@@ -2,6 +2,7 @@ package rebootpolicy
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"time"
 
@@ -166,7 +167,8 @@ func (r *Reconciler) restartTargets(ctx context.Context, p *pass, granted []targ
 		st.LastRestartTime = &metav1.Time{Time: p.now}
 		sources := pendingSources(st, t.obj.GetName())
 		r.Metrics.restart(string(t.kind), "restarted", p.now.Sub(earliest(p.work.forTarget(t.obj.GetName()))))
-		r.Events.Normal(p.rbp, t.obj, autorebootv1alpha1.EventRestarted, "Restart", "restarted %s %s (%s)", t.kind, t.obj.GetName(), sources)
+		// The policy's Restarted event follows the pass (flushNotes).
+		p.restarts = append(p.restarts, fmt.Sprintf("%s %s (%s)", t.kind, t.obj.GetName(), sources))
 		r.Events.Normal(t.obj, p.rbp, autorebootv1alpha1.EventRestarted, "Restart", "restarted by RebootPolicy %s (%s)", p.rbp.Name, sources)
 		r.Notifier.send(p.rbp, "RebootPolicy %s/%s restarted %s %s (%s)", p.rbp.Namespace, p.rbp.Name, t.kind, t.obj.GetName(), sources)
 		log.FromContext(ctx).Info("restarted target", "kind", t.kind, "target", t.obj.GetName(), "policies", sources)

@@ -3,6 +3,7 @@ package rebootpolicy
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -220,10 +221,19 @@ func TestFireEventsFollowTheWriteThatRecordsThem(t *testing.T) {
 	if hasEvent(fx, autorebootv1alpha1.EventTriggered) || hasEvent(fx, autorebootv1alpha1.EventProbeFailed) {
 		t.Fatalf("events for a fire whose status write was refused: %v", fx.seen)
 	}
+	fx.seen = nil
 	fx.reconcile(t)
-	// Failed and fired in one pass: one warning, not two events.
-	if n, m := countEvents(fx, autorebootv1alpha1.EventTriggered), countEvents(fx, autorebootv1alpha1.EventProbeFailed); n != 1 || m != 0 {
-		t.Fatalf("Triggered %d, ProbeFailed %d times, want 1 and 0: %v", n, m, fx.seen)
+	// Failed, fired and restarted in one pass: the policy's one event is a
+	// warning telling all three, the target's tells its restart.
+	if n, m := countEvents(fx, autorebootv1alpha1.EventTriggered), countEvents(fx, autorebootv1alpha1.EventProbeFailed); n != 0 || m != 0 {
+		t.Fatalf("Triggered %d, ProbeFailed %d times, want them folded into Restarted: %v", n, m, fx.seen)
+	}
+	want := []string{
+		"Normal Restarted restarted by RebootPolicy " + fx.req.Name + " (policies: health)",
+		"Warning Restarted policy health fired on a failed probe: " + fx.rbp(t).Status.Policies[0].Message + "; restarted Deployment web (policies: health)",
+	}
+	if !slices.Equal(drainEvents(fx), want) {
+		t.Fatalf("events\n got %q\nwant %q", fx.seen, want)
 	}
 	fx.log.mu.Lock()
 	defer fx.log.mu.Unlock()

@@ -174,23 +174,61 @@ func policyNotes(old, cur *autorebootv1alpha1.RebootPolicy) []policyNote {
 	return out
 }
 
-// flushNotes emits the pass's policy events once a status write of the
-// pass succeeded, at the end of the reconcile: a transition whose write
-// failed (a conflict) is found and reported again by the retry, not
-// twice, and the events of a fire are not sent while its restart patch is
-// on its way.
+// flushNotes emits the pass's policy events at the end of the reconcile:
+// the transitions once a status write of the pass succeeded (a transition
+// whose write failed, a conflict, is found and reported again by the
+// retry, not twice), the restarts in any case (they happened). The events
+// of a fire are not sent while its restart patch is on its way.
 func (r *Reconciler) flushNotes(p *pass) {
-	if p == nil || !p.written {
+	if p == nil {
 		return
 	}
-	for _, n := range p.notes {
+	var notes []policyNote
+	if p.written {
+		notes = p.notes
+	}
+	for _, n := range foldRestarts(notes, p.restarts) {
 		if n.warning {
 			r.Events.Warning(p.rbp, nil, n.reason, n.action, "%s", n.note)
 		} else {
 			r.Events.Normal(p.rbp, nil, n.reason, n.action, "%s", n.note)
 		}
 	}
-	p.notes = nil
+	p.notes, p.restarts = nil, nil
+}
+
+// maxListedRestarts bounds the targets one Restarted event names: an
+// event's note is limited to 1 KiB.
+const maxListedRestarts = 10
+
+// foldRestarts turns a pass's restarts into one Restarted event on the
+// policy, which also tells the fires of the same pass (their Triggered
+// events are folded into it): in a mass failure every event is a write
+// beside the restart patches, and the restart is what the fire was for.
+func foldRestarts(notes []policyNote, restarts []string) []policyNote {
+	if len(restarts) == 0 {
+		return notes
+	}
+	listed := restarts[:min(len(restarts), maxListedRestarts)]
+	note := "restarted " + strings.Join(listed, ", ")
+	if more := len(restarts) - len(listed); more > 0 {
+		note += fmt.Sprintf(" and %d more", more)
+	}
+	var out []policyNote
+	var fired []string
+	warning := false
+	for _, n := range notes {
+		if n.reason != autorebootv1alpha1.EventTriggered {
+			out = append(out, n)
+			continue
+		}
+		fired = append(fired, n.note)
+		warning = warning || n.warning
+	}
+	if len(fired) > 0 {
+		note = strings.Join(fired, "; ") + "; " + note
+	}
+	return append(out, policyNote{warning, autorebootv1alpha1.EventRestarted, "Restart", note})
 }
 
 func newlyPendingTargets(was, cur []autorebootv1alpha1.ReferencedTargetStatus) []string {

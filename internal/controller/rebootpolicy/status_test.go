@@ -1,7 +1,9 @@
 package rebootpolicy
 
 import (
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
@@ -41,6 +43,42 @@ func TestPolicyNotesOnePerTransition(t *testing.T) {
 			old := &autorebootv1alpha1.RebootPolicy{Status: autorebootv1alpha1.RebootPolicyStatus{Policies: []autorebootv1alpha1.PolicyStatus{tc.was}}}
 			cur := &autorebootv1alpha1.RebootPolicy{Status: autorebootv1alpha1.RebootPolicyStatus{Policies: []autorebootv1alpha1.PolicyStatus{tc.cur}}}
 			if got := policyNotes(old, cur); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("notes\n got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// A pass's restarts are one Restarted event on the policy, which tells the
+// fires of the same pass too; other transitions keep their own events.
+func TestFoldRestarts(t *testing.T) {
+	fired := policyNote{true, autorebootv1alpha1.EventTriggered, "Trigger", "policy health fired on a failed probe: 503"}
+	changed := policyNote{false, autorebootv1alpha1.EventTriggered, "Trigger", "policy data fired: query result changed"}
+	missing := policyNote{true, autorebootv1alpha1.EventReferenceMissing, "Trigger", "policy cfg: ConfigMap app not found"}
+	many := make([]string, 12)
+	for i := range many {
+		many[i] = fmt.Sprintf("Deployment w-%d (health)", i)
+	}
+	for _, tc := range []struct {
+		name     string
+		notes    []policyNote
+		restarts []string
+		want     []policyNote
+	}{
+		{"no restart", []policyNote{fired}, nil, []policyNote{fired}},
+		{"a restart of an earlier fire", nil, []string{"Deployment web (health)"}, []policyNote{
+			{false, autorebootv1alpha1.EventRestarted, "Restart", "restarted Deployment web (health)"}}},
+		{"fired and restarted in one pass", []policyNote{fired, missing}, []string{"Deployment web (health)"}, []policyNote{
+			missing,
+			{true, autorebootv1alpha1.EventRestarted, "Restart", "policy health fired on a failed probe: 503; restarted Deployment web (health)"}}},
+		{"two fires, two targets", []policyNote{changed, fired}, []string{"Deployment a (data, health)", "Deployment b (data, health)"}, []policyNote{
+			{true, autorebootv1alpha1.EventRestarted, "Restart",
+				"policy data fired: query result changed; policy health fired on a failed probe: 503; restarted Deployment a (data, health), Deployment b (data, health)"}}},
+		{"more targets than one event lists", nil, many, []policyNote{
+			{false, autorebootv1alpha1.EventRestarted, "Restart", "restarted " + strings.Join(many[:maxListedRestarts], ", ") + " and 2 more"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := foldRestarts(tc.notes, tc.restarts); !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("notes\n got %+v\nwant %+v", got, tc.want)
 			}
 		})
