@@ -284,7 +284,7 @@ func (d *demo) prepare(ctx context.Context, c *cluster.Cluster) error {
 		return err
 	}
 	_, _ = fmt.Fprint(d.out, indent(out))
-	if _, err := c.Kubectl(ctx, "wait", "--for=condition=Established", "crd", "--all", "--timeout=120s"); err != nil {
+	if err := c.WaitCRDsEstablished(ctx, 120*time.Second); err != nil {
 		return err
 	}
 	_, err = c.Kubectl(ctx, "create", "namespace", "runbook-system")

@@ -322,14 +322,14 @@ func runImageBinary(t *testing.T, binary []byte) {
 		t.Fatal(err)
 	}
 	defer c.Stop()
-	for _, args := range [][]string{
-		{"apply", "--server-side", "-f", repoPath("config", "crd", "bases")},
-		{"wait", "--for=condition=Established", "crd", "--all", "--timeout=120s"},
-		{"create", "namespace", "runbook-system"},
-	} {
-		if _, err := c.Kubectl(ctx, args...); err != nil {
-			t.Fatal(err)
-		}
+	if _, err := c.Kubectl(ctx, "apply", "--server-side", "-f", repoPath("config", "crd", "bases")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitCRDsEstablished(ctx, 120*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Kubectl(ctx, "create", "namespace", "runbook-system"); err != nil {
+		t.Fatal(err)
 	}
 	m, err := cluster.StartManager(ctx, bin, c.Kubeconfig, "--operator-namespace", "runbook-system")
 	if err != nil {
