@@ -142,9 +142,9 @@ type policyNote struct {
 
 // policyNotes are the events of the transitions between the old and new
 // status. A policy that fails and fires in one pass gets one event, a
-// Triggered warning with the probe's message: a fire is followed by two
-// Restarted events per target, and in a mass failure every event is a
-// write competing with the restart patches.
+// Triggered warning with the probe's message (folded into the policy's
+// Restarted when the pass restarts, see foldRestarts): in a mass failure
+// every event is a write competing with the restart patches.
 func policyNotes(old, cur *autorebootv1alpha1.RebootPolicy) []policyNote {
 	prev := map[string]autorebootv1alpha1.PolicyStatus{}
 	for _, ps := range old.Status.Policies {
