@@ -2,10 +2,12 @@ package install
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -13,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/runbook-dev/runbook/test/cluster"
 	"github.com/runbook-dev/runbook/test/testenv"
 )
 
@@ -52,6 +55,18 @@ func startAPIServer(t *testing.T) *apiserver {
 func (a *apiserver) run(t *testing.T, stdin []byte, args ...string) result {
 	t.Helper()
 	return mustRun(t, stdin, a.kubectl, append([]string{"--kubeconfig", a.kubeconfig}, args...)...)
+}
+
+// waitEstablished waits for the named CRDs, every CRD when none is named.
+func (a *apiserver) waitEstablished(t *testing.T, names ...string) {
+	t.Helper()
+	kubectl := func(ctx context.Context, args ...string) (string, error) {
+		r, err := runCommand(testenv.RepoRoot(), nil, nil, a.kubectl, append([]string{"--kubeconfig", a.kubeconfig}, args...)...)
+		return string(r.stdout), err
+	}
+	if err := cluster.WaitEstablished(context.Background(), 2*time.Minute, kubectl, names...); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // dryRun applies a rendered stream with server-side apply in server dry-run
@@ -103,7 +118,7 @@ func TestServerSideDryRun(t *testing.T) {
 	// testenv installed config/crd/bases; the chart's crds/ must apply over
 	// them cleanly (they are the same objects) and be served.
 	a.run(t, nil, "apply", "--server-side", "--force-conflicts", "-f", repoPath("charts", "runbook", "crds"))
-	a.run(t, nil, "wait", "--for=condition=Established", "crd", "--all", "--timeout=2m")
+	a.waitEstablished(t)
 
 	t.Run("Pod Security warnings are detected", func(t *testing.T) {
 		// A positive control for the warning check below: a privileged
@@ -125,8 +140,7 @@ func TestServerSideDryRun(t *testing.T) {
 	// their real schemas: a rendered object with a wrong field fails the
 	// dry-runs below.
 	a.run(t, nil, "apply", "--server-side", "-f", testenv.ServiceMonitorCRD(), "-f", testenv.PrometheusRuleCRD())
-	a.run(t, nil, "wait", "--for=condition=Established", "crd/servicemonitors.monitoring.coreos.com",
-		"crd/prometheusrules.monitoring.coreos.com", "--timeout=2m")
+	a.waitEstablished(t, "servicemonitors.monitoring.coreos.com", "prometheusrules.monitoring.coreos.com")
 
 	t.Run("a ServiceMonitor with a misplaced field is refused", func(t *testing.T) {
 		// Positive control: the CRD really validates.

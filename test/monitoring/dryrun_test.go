@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runbook-dev/runbook/test/cluster"
 	"github.com/runbook-dev/runbook/test/testenv"
 )
 
@@ -66,7 +67,9 @@ func TestManifestsPassServerSideDryRun(t *testing.T) {
 	for _, crd := range []string{"monitoring.coreos.com_prometheusrules.yaml", "monitoring.coreos.com_servicemonitors.yaml"} {
 		kubectl(t, ctx, "apply", "--server-side", "-f", repoPath("test", "testdata", "crds", crd))
 	}
-	kubectl(t, ctx, "wait", "--for=condition=Established", "crd/prometheusrules.monitoring.coreos.com", "crd/servicemonitors.monitoring.coreos.com", "--timeout=60s")
+	if err := cluster.WaitEstablished(ctx, time.Minute, suite.Kubectl, "prometheusrules.monitoring.coreos.com", "servicemonitors.monitoring.coreos.com"); err != nil {
+		t.Fatal(err)
+	}
 	ns := testenv.RandomName("mon-dry")
 	kubectl(t, ctx, "create", "namespace", ns)
 	t.Cleanup(func() { _, _ = suite.Kubectl(context.Background(), "delete", "namespace", ns, "--wait=false") })

@@ -228,7 +228,7 @@ func (r *sizeRun) start(ctx context.Context, bin string, namespaces int) {
 	if _, err := c.Kubectl(ctx, "apply", "--server-side", "-f", filepath.Join(testenv.RepoRoot(), "config/crd/bases/autoreboot.runbook.dev_rebootpolicies.yaml")); err != nil {
 		sum.Fatalf(b, "%v", err)
 	}
-	if _, err := c.Kubectl(ctx, "wait", "--for=condition=Established", "crd/rebootpolicies.autoreboot.runbook.dev", "--timeout=60s"); err != nil {
+	if err := cluster.WaitEstablished(ctx, time.Minute, c.Kubectl, "rebootpolicies.autoreboot.runbook.dev"); err != nil {
 		sum.Fatalf(b, "%v", err)
 	}
 	scheme := runtime.NewScheme()
