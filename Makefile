@@ -110,8 +110,8 @@ run: manifests generate ## Run the manager against the cluster of the current KU
 
 .PHONY: demo
 demo: manifests generate k8s-binaries ## Bring up a local simulated cluster, run Runbook in it; Ctrl-C tears it down.
-	go build -o $(BIN)/demo ./hack/demo
-	$(BIN)/demo $(DEMO_FLAGS)
+	go build -o $(BIN)/runbook-demo ./hack/demo
+	$(BIN)/runbook-demo $(DEMO_FLAGS)
 
 ##@ Tools (installed into bin/, never assumed on PATH)
 
