@@ -214,6 +214,22 @@ image: ## Build the manager's OCI image $(IMG) for $(IMAGE_PLATFORMS) without a 
 	push=; [ "$(PUSH)" = true ] && push=-push; \
 	cd hack/image && go run . -name "$(IMG)" -out "$(abspath $(IMAGE_DIR))" -created "$(SOURCE_DATE_EPOCH)" -revision "$(REVISION)" -build-flags '$(STATIC_BUILD_FLAGS)' $$push $$bins
 
+# The images of the local real node (docs/install.md#images-for-a-node-without-a-registry):
+# no registry, so they are imported into its containerd from OCI archives.
+NODE_IMAGES_DIR ?= $(BIN)/node-images
+NODE_IMAGE_REPO ?= runbook.local
+NODE_IMAGE_TAG ?= $(IMAGE_TAG)
+
+.PHONY: node-images
+node-images: ## Build the real node's images (pause, manager, memcached from Debian's package, web) for this machine's platform into $(NODE_IMAGES_DIR): one OCI archive each and images.json with the references pods use.
+	@set -e; out=$(abspath $(NODE_IMAGES_DIR)); arch=$$(go env GOARCH); mkdir -p $$out/bin; \
+	CGO_ENABLED=0 GOOS=linux GOARCH=$$arch go build $(STATIC_BUILD_FLAGS) -o $$out/bin/manager ./cmd; \
+	cd hack/image; \
+	for p in web pause; do CGO_ENABLED=0 GOOS=linux GOARCH=$$arch go build $(STATIC_BUILD_FLAGS) -o $$out/bin/$$p ./$$p; done; \
+	go run . node-images -out $$out -repo "$(NODE_IMAGE_REPO)" -tag "$(NODE_IMAGE_TAG)" -created "$(SOURCE_DATE_EPOCH)" -revision "$(REVISION)" \
+	  -static-created "$$(git log -1 --format=%ct -- . 2>/dev/null || echo 0)" -build-flags '$(STATIC_BUILD_FLAGS)' \
+	  -manager linux/$$arch=$$out/bin/manager -web linux/$$arch=$$out/bin/web -pause linux/$$arch=$$out/bin/pause
+
 ##@ kubectl plugin (cmd/kubectl-runbook, docs/plugin.md)
 
 PLUGIN_VERSION ?= $(IMAGE_TAG)
