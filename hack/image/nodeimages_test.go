@@ -101,7 +101,7 @@ func TestNodeImagesArchivesAndManifest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := map[string]v1.Hash{repo + ":" + tag: v1.Hash{}, repo + "@" + digest: v1.Hash{}}
+		want := map[string]v1.Hash{repo + ":" + tag: {}, repo + "@" + digest: {}}
 		if len(names) != len(want) {
 			t.Errorf("%s: index.json names %v, want %s:%s and %s@%s", name, names, repo, tag, repo, digest)
 		}

@@ -68,10 +68,10 @@ func serve(ctx context.Context, ln net.Listener, filePath string) error {
 func handler(filePath string) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "ok")
+		_, _ = fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /env", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprint(w, environment())
+		_, _ = fmt.Fprint(w, environment())
 	})
 	mux.HandleFunc("GET /file", func(w http.ResponseWriter, _ *http.Request) {
 		if filePath == "" {
@@ -87,13 +87,13 @@ func handler(filePath string) http.Handler {
 	})
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
 		host, _ := os.Hostname()
-		fmt.Fprintf(w, "hostname %s\n\n[environment]\n%s", host, environment())
+		_, _ = fmt.Fprintf(w, "hostname %s\n\n[environment]\n%s", host, environment())
 		if filePath != "" {
 			b, err := os.ReadFile(filePath)
 			if err != nil {
-				fmt.Fprintf(w, "\n[%s]\n%v\n", filePath, err)
+				_, _ = fmt.Fprintf(w, "\n[%s]\n%v\n", filePath, err)
 			} else {
-				fmt.Fprintf(w, "\n[%s]\n%s", filePath, b)
+				_, _ = fmt.Fprintf(w, "\n[%s]\n%s", filePath, b)
 			}
 		}
 	})
