@@ -27,7 +27,9 @@ func createRaw(name string, spec map[string]any) error {
 		"metadata":   map[string]any{"name": name},
 		"spec":       spec,
 	}}
-	return k8s.Create(context.Background(), u)
+	// Strict: a field the CRD does not have is an error, not silently
+	// dropped (a test left on a removed field fails).
+	return k8s.Create(context.Background(), u, client.FieldValidation("Strict"))
 }
 
 func TestValidationRejectsBadSpecs(t *testing.T) {
@@ -105,7 +107,7 @@ func TestValidationAcceptsAndDefaults(t *testing.T) {
 		"deletionPolicy": "Keep",
 		"schedule": map[string]any{
 			"timeZone": "America/New_York",
-			"windows":  []any{window("Mon-Fri", "20:00", "08:00"), window("Sat,Sun", "00:00", "24:00"), window("Wed", "12:00:30", "13:00")},
+			"windows":  []any{window("Mon-Fri", "20:00", "08:00"), window("Sat,Sun", "00:00", "24:00"), map[string]any{"from": "12:00:30", "to": "13:00"}},
 			"exceptions": []any{
 				map[string]any{"name": "christmas", "from": "2026-12-24", "until": "2026-12-26", "phase": "Asleep"},
 				map[string]any{"from": "2026-12-01T18:00:00-05:00", "until": "2026-12-02T02:00:00Z", "phase": "Awake"},
@@ -118,6 +120,10 @@ func TestValidationAcceptsAndDefaults(t *testing.T) {
 	t.Cleanup(func() {
 		_ = k8s.Delete(ctx, &scalingv1alpha1.NSScaler{ObjectMeta: metav1.ObjectMeta{Name: full}})
 	})
+	var f scalingv1alpha1.NSScaler
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: full}, &f)).To(Succeed())
+	g.Expect(f.Spec.Schedule.TimeZone).To(Equal("America/New_York"))
+	g.Expect(f.Spec.Schedule.Windows[2].Days).To(Equal("Mon-Sun"), "days left out default to every day")
 }
 
 func window(days, from, to string) map[string]any {
