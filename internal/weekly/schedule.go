@@ -25,9 +25,6 @@ func (w Window) String() string { return w.text }
 // Location is the schedule's time zone.
 func (s *Schedule) Location() *time.Location { return s.loc }
 
-// Empty says whether the schedule has no window (it never contains t).
-func (s *Schedule) Empty() bool { return len(s.windows) == 0 }
-
 // occurrence is one occurrence of a window: [open, close) in real time.
 type occurrence struct{ open, close time.Time }
 
@@ -71,19 +68,19 @@ func (s *Schedule) Contains(t time.Time) bool {
 	return ok
 }
 
-// HorizonDays is how many days of window occurrences the Next functions
+// horizonDays is how many days of window occurrences the Next functions
 // look at after an instant: a schedule repeats every week, and the extra
 // day covers a daylight saving change in between.
-const HorizonDays = 8
+const horizonDays = 8
 
 // Boundaries are the instants at which a window opens or closes, for the
 // occurrences that open on the wall dates from two days before around's
-// to HorizonDays after it, in order, without duplicates. A caller that
+// to horizonDays after it, in order, without duplicates. A caller that
 // overlays its own periods (NSScaler's exceptions) takes them around the
 // ends of those periods too.
 func (s *Schedule) Boundaries(around time.Time) []time.Time {
 	var out []time.Time
-	for n := -2; n <= HorizonDays; n++ {
+	for n := -2; n <= horizonDays; n++ {
 		day := s.localDay(around, n)
 		for _, w := range s.windows {
 			if o, ok := s.occurrenceOn(w, day); ok && o.open.Before(o.close) {
