@@ -2,6 +2,8 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	weeklyv1alpha1 "github.com/runbook-dev/runbook/api/weekly/v1alpha1"
 )
 
 // DeletionPolicy says what happens to parked workloads when their NSScaler is
@@ -97,7 +99,7 @@ type NSScalerSpec struct {
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
 
 	// Schedule parks the selected, non-whitelisted namespaces only during
-	// its sleep windows (and Asleep exceptions). Without a schedule they are
+	// its windows (and Asleep exceptions). Without a schedule they are
 	// parked all the time.
 	// +optional
 	Schedule *Schedule `json:"schedule,omitempty"`
@@ -157,8 +159,9 @@ const (
 	ReasonInvalidSelector   = "InvalidSelector"
 	// ReasonInvalidSchedule: the schedule cannot be evaluated (an unknown
 	// time zone, an exception whose end precedes its start); nothing is
-	// parked or restored until it is fixed.
-	ReasonInvalidSchedule = "InvalidSchedule"
+	// parked or restored until it is fixed. RebootPolicy uses the same
+	// reason for its restartSchedule.
+	ReasonInvalidSchedule = weeklyv1alpha1.ReasonInvalidSchedule
 	// ReasonDryRun: spec.mode is DryRun; the message says what would be
 	// done.
 	ReasonDryRun = "DryRun"

@@ -232,7 +232,7 @@ func (r *Reconciler) observeTargets(ctx context.Context, p *pass) (done bool, er
 	p.targets, p.in = targets, targetConditions(targets)
 	rules, err := restartRulesOf(p.rbp)
 	if err != nil {
-		p.setConditions(conditionInput{invalidSpec: err.Error()})
+		p.setConditions(conditionInput{invalidSchedule: err.Error()})
 		return true, nil
 	}
 	p.rules = rules
@@ -246,9 +246,9 @@ func (r *Reconciler) observeTargets(ctx context.Context, p *pass) (done bool, er
 }
 
 // restartRulesOf reads the spec's rules for acting on pending work; an
-// unknown time zone is an error for the InvalidSpec condition.
+// unknown time zone is an error for the InvalidSchedule condition.
 func restartRulesOf(rbp *autorebootv1alpha1.RebootPolicy) (restartRules, error) {
-	windows, err := parseWindows(rbp.Spec.RestartWindows)
+	windows, err := parseRestartSchedule(rbp.Spec.RestartSchedule)
 	if err != nil {
 		return restartRules{}, err
 	}

@@ -1,11 +1,11 @@
-package nsscaler
+package weekly
 
 import "time"
 
 // A wall time is a reading of a clock on the wall of a time zone: a date
 // and a time of day, without an offset. It is represented as a time.Time in
-// UTC whose fields are the reading (so that adding a day is calendar
-// arithmetic and two readings compare like the clock's digits).
+// UTC whose fields are the reading, so that adding a day is calendar
+// arithmetic and two readings compare like the clock's digits.
 type wallTime = time.Time
 
 // wallOf is the reading of loc's wall clock at instant t.
@@ -24,13 +24,16 @@ func wallDate(y int, m time.Month, d int) wallTime {
 // shifted its clock by more than a day at once.
 const scanSpan = 30 * time.Hour
 
-// instantOf returns the first instant at which loc's wall clock reads w or
-// later. For a reading that exists once it is that instant. For a reading
-// the clock skips (02:30 on a spring-forward day in Europe/Berlin) it is the
-// instant of the jump (03:00 CEST): the first moment the clock shows a
-// later time. For a reading that occurs twice (02:30 on a fall-back day) it
-// is the first occurrence. Go's time.Date leaves both cases unspecified, so
-// the zone's periods are walked instead.
+// Instant is the first instant at which loc's wall clock shows the date
+// y-m-d at the time of day tod, or a later reading (see the package
+// comment): the jump for a skipped reading, the first occurrence of a
+// repeated one. tod may be 24h, the next day's midnight.
+func Instant(y int, m time.Month, d int, tod time.Duration, loc *time.Location) time.Time {
+	return instantOf(wallDate(y, m, d).Add(tod), loc)
+}
+
+// instantOf is Instant for a wall time. Go's time.Date leaves skipped and
+// repeated readings unspecified, so the zone's periods are walked instead.
 func instantOf(w wallTime, loc *time.Location) time.Time {
 	lo, hi := w.Add(-scanSpan), w.Add(scanSpan)
 	for t := lo; t.Before(hi); {
