@@ -3,7 +3,7 @@ package rebootpolicy
 import (
 	"sync"
 
-	"github.com/runbook-dev/runbook/internal/netpolicy"
+	"github.com/runbook-dev/runbook/internal/egress"
 )
 
 // maxRedirects is how many redirects an httpGet probe follows, like the
@@ -17,7 +17,7 @@ const maxRedirects = 10
 // refuse it; one pool per probe would hold thousands of idle connections
 // to the same host.
 type httpPools struct {
-	network *netpolicy.Policy
+	network *egress.Policy
 
 	mu   sync.Mutex
 	byNS map[string]*sharedPool
@@ -28,7 +28,7 @@ type sharedPool struct {
 	refs int
 }
 
-func newHTTPPools(network *netpolicy.Policy) *httpPools {
+func newHTTPPools(network *egress.Policy) *httpPools {
 	return &httpPools{network: network, byNS: map[string]*sharedPool{}}
 }
 

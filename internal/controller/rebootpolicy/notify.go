@@ -20,7 +20,7 @@ import (
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 	"github.com/runbook-dev/runbook/internal/controller/status"
-	"github.com/runbook-dev/runbook/internal/netpolicy"
+	"github.com/runbook-dev/runbook/internal/egress"
 )
 
 // NotifySettings bound webhook notifications (admin flags); zero values
@@ -85,7 +85,7 @@ type notification struct {
 type notifier struct {
 	settings NotifySettings
 	reader   client.Reader
-	network  *netpolicy.Policy
+	network  *egress.Policy
 	clock    clock.Clock
 	events   status.Events
 	metrics  *Metrics
@@ -97,7 +97,7 @@ type notifier struct {
 	signal chan struct{}
 }
 
-func newNotifier(settings NotifySettings, reader client.Reader, network *netpolicy.Policy, clk clock.Clock, events status.Events, m *Metrics, log logr.Logger) *notifier {
+func newNotifier(settings NotifySettings, reader client.Reader, network *egress.Policy, clk clock.Clock, events status.Events, m *Metrics, log logr.Logger) *notifier {
 	return &notifier{
 		settings: settings.withDefaults(), reader: reader, network: network, clock: clk, events: events, metrics: m, log: log,
 		perNS: map[string]int{}, signal: make(chan struct{}, 1),
@@ -245,14 +245,14 @@ func (n *notifier) post(ctx context.Context, m *notification) error {
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := n.client(m.policy.Namespace).Do(req)
 	if err != nil {
-		var denied *netpolicy.DeniedError
+		var denied *egress.DeniedError
 		if errors.As(err, &denied) {
 			return &refusedError{denied.Error()}
 		}
 		if ctx.Err() != nil {
 			return errors.New("timed out")
 		}
-		return netpolicy.ErrConnectionFailed
+		return egress.ErrConnectionFailed
 	}
 	defer func() { _ = resp.Body.Close() }()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxWebhookAnswer))
