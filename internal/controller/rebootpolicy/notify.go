@@ -80,7 +80,7 @@ type notification struct {
 // background: a reconcile only queues (never blocks, never fails because of
 // a webhook), senders retry with back-off, the queue is bounded, the URL
 // is read from a labelled Secret at send time and every connection goes
-// through the network policy of the RebootPolicy's namespace. A message is
+// through the egress guard of the RebootPolicy's namespace. A message is
 // best effort: events and metrics are the record.
 type notifier struct {
 	settings NotifySettings
@@ -254,6 +254,7 @@ func (n *notifier) post(ctx context.Context, m *notification) error {
 		}
 		return egress.ErrConnectionFailed
 	}
+	// The answer is read into nothing, a bounded amount: never shown.
 	defer func() { _ = resp.Body.Close() }()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxWebhookAnswer))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
@@ -283,18 +284,18 @@ func (n *notifier) webhookURL(ctx context.Context, m *notification) (*url.URL, e
 	return u, nil
 }
 
-// client dials through the network policy of namespace, follows no
+// client dials through the egress guard of namespace, with the bounds of
+// a probe's client (http_transport.go) and TLS verified as usual: a
+// webhook is a real service with a real certificate. It follows no
 // redirect (each would be another address to judge, and a webhook has no
-// reason to redirect) and uses no proxy.
+// reason to redirect) and keeps no connection: messages are rare, and
+// an idle connection per namespace would outlive most of them.
 func (n *notifier) client(namespace string) *http.Client {
+	t := tenantTransport(n.network.Dialer(namespace, n.settings.Timeout).DialContext, nil)
+	t.TLSHandshakeTimeout, t.ResponseHeaderTimeout = n.settings.Timeout, n.settings.Timeout
+	t.DisableKeepAlives = true
 	return &http.Client{
-		Transport: &http.Transport{
-			DialContext:            n.network.Dialer(namespace, n.settings.Timeout).DialContext,
-			TLSHandshakeTimeout:    n.settings.Timeout,
-			ResponseHeaderTimeout:  n.settings.Timeout,
-			MaxResponseHeaderBytes: 16 << 10,
-			DisableKeepAlives:      true,
-		},
+		Transport:     t,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }

@@ -42,12 +42,11 @@ type wakeableProber interface {
 }
 
 // deadlineProber bounds a probe by a timeout itself, without a context
-// of its own per probe (the worker's ctx is the same for every probe);
-// interrupt ends its requests at once when the worker stops.
+// of its own per probe (the worker's ctx is the same for every probe,
+// and its end ends the probe's requests at once).
 type deadlineProber interface {
 	prober
 	probeWithin(ctx context.Context, timeout time.Duration) observation
-	interrupt()
 }
 
 // proberFactory builds probers; its fields are the manager-wide settings.
@@ -91,7 +90,7 @@ type probers struct {
 	clock  clock.Clock
 	// network decides where probes and database connections may go.
 	network *egress.Policy
-	http    *httpPools
+	http    *httpTransports
 	// targets reads target workloads from the manager's cache (referenced
 	// triggers); watcher and refReader tell and read what they reference.
 	targets   client.Reader
@@ -109,7 +108,7 @@ func newProbers(settings ProbeSettings, reader client.Reader, keys *fingerprint.
 		keys:      keys,
 		clock:     clk,
 		network:   network,
-		http:      newHTTPPools(network),
+		http:      newHTTPTransports(network),
 		targets:   reader,
 		watcher:   newRefIndex(),
 		refReader: newRefReader(reader),
