@@ -42,6 +42,11 @@ const (
 	// tlsHandshakeTimeout bounds a handshake whatever the caller's
 	// deadline.
 	tlsHandshakeTimeout = 10 * time.Second
+	// dialTimeout bounds a probe's dial. net/http lets a dial outlive the
+	// request that started it (the next request may use the connection),
+	// so the probe's deadline does not end it; without a bound of its own
+	// a dial to a filtered port would wait for the kernel to give up.
+	dialTimeout = 30 * time.Second
 )
 
 // tenantTransport is the Transport of one namespace's requests.
@@ -122,7 +127,7 @@ type sharedClient struct {
 
 func newHTTPTransports(network *egress.Policy) *httpTransports {
 	return &httpTransports{
-		dialer:      func(ns string) *net.Dialer { return network.Dialer(ns, 0) },
+		dialer:      func(ns string) *net.Dialer { return network.Dialer(ns, dialTimeout) },
 		idleTimeout: idleConnTimeout,
 		byNS:        map[string]*sharedClient{},
 	}
