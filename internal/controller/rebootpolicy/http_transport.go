@@ -42,10 +42,11 @@ const (
 	// tlsHandshakeTimeout bounds a handshake whatever the caller's
 	// deadline.
 	tlsHandshakeTimeout = 10 * time.Second
-	// dialTimeout bounds a probe's dial. net/http lets a dial outlive the
-	// request that started it (the next request may use the connection),
-	// so the probe's deadline does not end it; without a bound of its own
-	// a dial to a filtered port would wait for the kernel to give up.
+	// dialTimeout bounds a probe's dial, its wait for a slot of the dial
+	// gate included. net/http lets a dial outlive the request that
+	// started it (the next request may use the connection), so the
+	// probe's deadline does not end it; without a bound of its own a dial
+	// to a filtered port would wait for the kernel to give up.
 	dialTimeout = 30 * time.Second
 )
 
@@ -127,7 +128,7 @@ type sharedClient struct {
 
 func newHTTPTransports(network *egress.Policy) *httpTransports {
 	return &httpTransports{
-		dialer:      func(ns string) *net.Dialer { return network.Dialer(ns, dialTimeout) },
+		dialer:      func(ns string) *net.Dialer { return network.Dialer(ns, 0) },
 		idleTimeout: idleConnTimeout,
 		byNS:        map[string]*sharedClient{},
 	}
@@ -140,7 +141,7 @@ func (c *httpTransports) acquire(ns string) (*http.Client, func()) {
 	defer c.mu.Unlock()
 	sc := c.byNS[ns]
 	if sc == nil {
-		t := tenantTransport(c.dialer(ns).DialContext, probeTLSConfig())
+		t := tenantTransport(newDialGate(c.dialer(ns).DialContext).DialContext, probeTLSConfig())
 		t.IdleConnTimeout = c.idleTimeout
 		sc = &sharedClient{transport: t, client: &http.Client{Transport: t, CheckRedirect: followRedirects}}
 		c.byNS[ns] = sc

@@ -373,3 +373,65 @@ func TestHTTPProbeHugeBodyClosesTheConnection(t *testing.T) {
 		t.Errorf("the server could write %d bytes: the manager read the whole body", got)
 	}
 }
+
+// At most maxDialsPerHost dials to an address run at once; the others
+// wait for a slot (within their context), and other addresses do not.
+func TestDialGateBoundsDialsInFlight(t *testing.T) {
+	var inflight, most atomic.Int64
+	gate := make(chan struct{})
+	dial := func(ctx context.Context, _, addr string) (net.Conn, error) {
+		n := inflight.Add(1)
+		defer inflight.Add(-1)
+		for {
+			m := most.Load()
+			if n <= m || most.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		if addr == "other:80" {
+			return nopConn{}, nil
+		}
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return nopConn{}, nil
+	}
+	g := newDialGate(dial)
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() {
+			if _, err := g.DialContext(context.Background(), "tcp", "target:80"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	waitFor(t, "two dials in flight", func() bool { return inflight.Load() == maxDialsPerHost })
+	// Another address is not held by the first one's dials.
+	octx, ocancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer ocancel()
+	if _, err := g.DialContext(octx, "tcp", "other:80"); err != nil {
+		t.Fatalf("a dial to another address: %v", err)
+	}
+	// A dial whose context ends while it waits gives up.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := g.DialContext(ctx, "tcp", "target:80"); err == nil {
+		t.Error("a dial whose context ended got through the gate")
+	}
+	close(gate)
+	wg.Wait()
+	if m := most.Load(); m > maxDialsPerHost+1 {
+		t.Errorf("%d dials at once (two to the target and one elsewhere), want at most %d", m, maxDialsPerHost+1)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if n := len(g.addrs); n != 0 {
+		t.Errorf("%d addresses left in an idle gate", n)
+	}
+}
+
+type nopConn struct{ net.Conn }
+
+func (nopConn) Close() error { return nil }
