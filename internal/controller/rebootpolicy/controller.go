@@ -26,8 +26,8 @@ import (
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 	"github.com/runbook-dev/runbook/internal/controller/shutdown"
 	"github.com/runbook-dev/runbook/internal/controller/status"
+	"github.com/runbook-dev/runbook/internal/egress"
 	"github.com/runbook-dev/runbook/internal/fingerprint"
-	"github.com/runbook-dev/runbook/internal/netpolicy"
 )
 
 // Name names the controller, its flags, logs and event reporter.
@@ -87,7 +87,7 @@ type Reconciler struct {
 // Referenced triggers watch ConfigMap metadata (never their data).
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// The network policy's live lookups (internal/netpolicy): Service CIDRs,
+// The network policy's live lookups (internal/egress): Service CIDRs,
 // Services and pods by IP, the apiserver's EndpointSlices.
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=servicecidrs,verbs=list
 // +kubebuilder:rbac:groups="",resources=services;pods,verbs=list
@@ -380,7 +380,7 @@ type Options struct {
 	Probes ProbeSettings
 	// Network is where probes and database connections may go (admin
 	// flags); the cluster's own addresses are looked up live.
-	Network netpolicy.Settings
+	Network egress.Settings
 	Limits  Limits
 	Clock   clock.Clock
 	Metrics *Metrics
@@ -409,8 +409,8 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		opts.Keys = fingerprint.NewSource(mgr.GetAPIReader(), mgr.GetClient(), opts.Probes.OperatorNamespace,
 			opts.Probes.FingerprintKeySecret, mgr.GetLogger().WithName("fingerprint-key"))
 	}
-	cluster := netpolicy.NewAPICluster(mgr.GetAPIReader(), mgr.GetConfig().Host, opts.Clock, mgr.GetLogger().WithName("netpolicy"))
-	network := netpolicy.New(opts.Network, cluster)
+	cluster := egress.NewAPICluster(mgr.GetAPIReader(), mgr.GetConfig().Host, opts.Clock, mgr.GetLogger().WithName("egress"))
+	network := egress.New(opts.Network, cluster)
 	if opts.Metrics != nil {
 		network = network.WithDeniedCounter(opts.Metrics.dialsDenied)
 	}
@@ -449,7 +449,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 
 // buildWorkers builds the probe workers and what referenced triggers
 // learn changes from, and adds them to mgr.
-func buildWorkers(mgr ctrl.Manager, opts Options, network *netpolicy.Policy) (*Workers, *refWatcher, error) {
+func buildWorkers(mgr ctrl.Manager, opts Options, network *egress.Policy) (*Workers, *refWatcher, error) {
 	if opts.Probes.Referenced.WatchSecrets {
 		if err := canWatchSecrets(mgr.GetAPIReader()); err != nil {
 			return nil, nil, err

@@ -1,4 +1,4 @@
-// Package netpolicy decides whether a probe run on behalf of a namespace
+// Package egress decides whether a probe run on behalf of a namespace
 // tenant may connect to an address.
 //
 // Probes run from the manager's own network position, which usually reaches
@@ -28,4 +28,4 @@
 // [APICluster] needs list on networking.k8s.io servicecidrs, core services
 // and pods and discovery.k8s.io endpointslices, and get on core services;
 // the controller that builds it carries the RBAC markers.
-package netpolicy
+package egress

@@ -1,4 +1,4 @@
-package netpolicy
+package egress
 
 import "github.com/prometheus/client_golang/prometheus"
 

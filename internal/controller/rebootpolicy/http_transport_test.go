@@ -145,7 +145,7 @@ func TestHTTPProbeHostileAnswers(t *testing.T) {
 		{name: "204 without a body", answer: "HTTP/1.1 204 No Content\r\n\r\n", result: ok, reused: true},
 		{name: "chunked body read to its end", answer: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n", result: ok, reused: true},
 		{name: "informational answers first", answer: "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", result: ok, reused: true},
-		{name: "too many informational answers", answer: strings.Repeat("HTTP/1.1 102 Processing\r\n\r\n", 6) + "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+		{name: "informational answers beyond the header bound", answer: strings.Repeat("HTTP/1.1 102 Processing\r\n\r\n", 1000) + "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
 			result: fail, message: ": request failed"},
 		{name: "headers beyond 16 KiB", answer: "HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("a", 20<<10) + "\r\nContent-Length: 0\r\n\r\n",
 			result: fail, message: ": request failed"},
@@ -158,6 +158,15 @@ func TestHTTPProbeHostileAnswers(t *testing.T) {
 			then: func(w io.Writer) { endless(w, "1\r\nx\r\n") }, result: ok},
 		{name: "body that stops coming", answer: "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten..",
 			then: func(io.Writer) { time.Sleep(2 * timeout) }, result: fail, message: ": timed out"},
+		{name: "headers that trickle in (slowloris)", answer: "HTTP/1.1 200 OK\r\n",
+			then: func(w io.Writer) {
+				for range 4 * timeout / (25 * time.Millisecond) {
+					if _, err := io.WriteString(w, "X"); err != nil {
+						return
+					}
+					time.Sleep(25 * time.Millisecond)
+				}
+			}, result: fail, message: ": timed out"},
 		{name: "headers that stop coming", answer: "HTTP/1.1 200 OK\r\nX-A: 1\r\n",
 			then: func(io.Writer) { time.Sleep(2 * timeout) }, result: fail, message: ": timed out"},
 	} {
@@ -251,48 +260,6 @@ func TestHTTPProbeRedirects(t *testing.T) {
 	}
 }
 
-// Credentials go only to the host they were given for.
-func TestRedirectRequestDropsCredentialsForAnotherHost(t *testing.T) {
-	prev, err := http.NewRequest(http.MethodGet, "https://app.example:8443/a", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prev.Host = "custom.local"
-	prev.Header.Set("Authorization", "Bearer t")
-	prev.Header.Set("Cookie", "c=1")
-	prev.Header.Set("X-Probe", "yes")
-	for _, tc := range []struct {
-		location, host string
-		credentials    bool
-		referer        string
-	}{
-		{location: "/b", host: "custom.local", credentials: true, referer: "https://app.example:8443/a"},
-		{location: "https://api.app.example/b", credentials: true, referer: "https://app.example:8443/a"},
-		{location: "https://evil.example/b", credentials: false, referer: "https://app.example:8443/a"},
-		{location: "http://app.example/b", credentials: true, referer: ""},
-	} {
-		next, err := redirectRequest(prev, tc.location)
-		if err != nil {
-			t.Fatalf("%s: %v", tc.location, err)
-		}
-		if got := next.Header.Get("Authorization") != "" && next.Header.Get("Cookie") != ""; got != tc.credentials {
-			t.Errorf("%s: credentials carried %v, want %v", tc.location, got, tc.credentials)
-		}
-		if next.Header.Get("X-Probe") != "yes" {
-			t.Errorf("%s: other headers dropped", tc.location)
-		}
-		if tc.host != "" && next.Host != tc.host {
-			t.Errorf("%s: Host %q, want %q", tc.location, next.Host, tc.host)
-		}
-		if tc.host == "" && next.Host != next.URL.Host {
-			t.Errorf("%s: custom Host %q carried to an absolute location", tc.location, next.Host)
-		}
-		if next.Referer() != tc.referer {
-			t.Errorf("%s: Referer %q, want %q", tc.location, next.Referer(), tc.referer)
-		}
-	}
-}
-
 // HTTPS probes keep their TLS connection alive too.
 func TestHTTPSProbesReuseTheirConnection(t *testing.T) {
 	var conns atomic.Int64
@@ -324,103 +291,95 @@ func TestHTTPSProbesReuseTheirConnection(t *testing.T) {
 }
 
 // Idle connections age out; the last prober of a namespace closes them.
-func TestHTTPPoolClosesIdleConnections(t *testing.T) {
-	var closed atomic.Int64
+func TestHTTPTransportClosesIdleConnections(t *testing.T) {
+	var opened, closed atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			opened.Add(1)
+		case http.StateClosed:
+			closed.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	host, port := splitHostPort(t, srv.Listener.Addr().String())
+	f := testProbers(t, nil, ProbeSettings{}, srv.Listener.Addr().String())
+	newProber := func(ns string) prober {
+		p, err := f.newProber(workerSpec{Key: workerKey{Object: nsName(ns, "rbp"), Policy: "p"}, Trigger: httpTrigger(host, port, "/")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+
+	// Aging out: a namespace whose connections time out after 50 ms.
+	f.http.idleTimeout = 50 * time.Millisecond
+	aging := newProber("aging")
+	defer aging.close()
+	if o := aging.probe(context.Background()); o.result != ok {
+		t.Fatalf("probe: %+v", o)
+	}
+	waitFor(t, "the idle connection to age out", func() bool { return closed.Load() == 1 })
+
+	// The last prober of a namespace closes its idle connections at once.
+	f.http.idleTimeout = time.Hour
+	first, second := newProber("kept"), newProber("kept")
+	for _, p := range []prober{first, second} {
+		if o := p.probe(context.Background()); o.result != ok {
+			t.Fatalf("probe: %+v", o)
+		}
+	}
+	if got := opened.Load(); got != 2 {
+		t.Fatalf("%d connections, want 2 (one per namespace)", got)
+	}
+	first.close()
+	if got := closed.Load(); got != 1 {
+		t.Errorf("%d connections closed while a prober of the namespace remains, want 1", got)
+	}
+	second.close()
+	waitFor(t, "the last prober to close the namespace's idle connection", func() bool { return closed.Load() == 2 })
+}
+
+// A body longer than what is drained closes its connection instead of
+// being read to its end: the next probe dials anew.
+func TestHTTPProbeHugeBodyClosesTheConnection(t *testing.T) {
+	var written atomic.Int64
 	s := newRawServer(t, func(w io.Writer, _ *http.Request) bool {
-		_, _ = io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+		if _, err := io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Length: 1073741824\r\n\r\n"); err != nil {
+			return false
+		}
+		chunk := strings.Repeat("b", 32<<10)
+		for written.Load() < 1<<30 {
+			n, err := io.WriteString(w, chunk)
+			written.Add(int64(n))
+			if err != nil {
+				return false
+			}
+		}
 		return true
 	})
-	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		var d net.Dialer
-		c, err := d.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
+	p := rawProber(t, s, plainTrigger)
+	for i := range 2 {
+		if o, _ := probeRaw(t, p, 5*time.Second); o.result != ok {
+			t.Fatalf("probe %d: %+v", i, o)
 		}
-		return &closeCounter{Conn: c, closed: &closed}, nil
 	}
-	pool := newHTTPPool(dial)
-	pool.idleTimeout = 50 * time.Millisecond
-	key := connKey{addr: s.addr()}
-	deadline := time.Now().Add(5 * time.Second)
-	a, err := pool.get(context.Background(), key, deadline)
-	if err != nil {
-		t.Fatal(err)
+	if got := s.conns.Load(); got != 2 {
+		t.Errorf("%d connections for two probes of a 1 GiB body, want 2 (each closed)", got)
 	}
-	b, err := pool.get(context.Background(), key, deadline)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool.put(a)
-	time.Sleep(2 * pool.idleTimeout) // a ages past the idle timeout
-	pool.put(b)
-	if got := closed.Load(); got != 1 {
-		t.Errorf("%d connections closed after one aged out, want 1", got)
-	}
-	if c, err := pool.get(context.Background(), key, deadline); err != nil || c != b {
-		t.Errorf("got %v (%v), want the connection still young", c, err)
-	} else {
-		pool.put(c)
-	}
-	pool.closeAll()
-	if got := closed.Load(); got != 2 {
-		t.Errorf("%d connections closed after closeAll, want 2", got)
-	}
-	if n := len(pool.hosts); n != 0 {
-		t.Errorf("%d targets left in a closed, empty pool", n)
+	if got := written.Load(); got >= 1<<30 {
+		t.Errorf("the server could write %d bytes: the manager read the whole body", got)
 	}
 }
 
-type closeCounter struct {
-	net.Conn
-	closed *atomic.Int64
-	once   sync.Once
-}
-
-func (c *closeCounter) Close() error {
-	c.once.Do(func() { c.closed.Add(1) })
-	return c.Conn.Close()
-}
-
-// The bytes a probe sends are the request net/http would send for it.
-func TestRequestTargetWire(t *testing.T) {
-	tr := httpTrigger("10.0.0.1", 8080, "/healthz?x=1")
-	tr.Probe.HTTPGet.HTTPHeaders = []corev1.HTTPHeader{{Name: "Host", Value: "app.local"}, {Name: "X-A", Value: "1"}}
-	req, err := httpProbeRequest(tr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, wire, err := requestTarget(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if key != (connKey{addr: "10.0.0.1:8080"}) {
-		t.Errorf("key %+v", key)
-	}
-	got, err := http.ReadRequest(bufio.NewReader(strings.NewReader(string(wire))))
-	if err != nil {
-		t.Fatalf("the wire is not a request: %v\n%s", err, wire)
-	}
-	if got.Method != http.MethodGet || got.RequestURI != "/healthz?x=1" || got.Host != "app.local" ||
-		got.Header.Get("X-A") != "1" || got.UserAgent() != "runbook-rebootpolicy" || got.ContentLength != 0 {
-		t.Errorf("wire request: %s %s host %s headers %v", got.Method, got.RequestURI, got.Host, got.Header)
-	}
-	https := httpTrigger("db.example", 0, "/")
-	https.Probe.HTTPGet.Scheme = corev1.URISchemeHTTPS
-	req, _ = httpProbeRequest(https)
-	req.URL.Host = "db.example" // no port: the scheme's
-	if key, _, _ := requestTarget(req); key != (connKey{addr: "db.example:443", tls: true, serverName: "db.example"}) {
-		t.Errorf("https key %+v", key)
-	}
-}
-
-// At most maxDialsPerHost connections to a target are being opened at
-// once; a probe that finds none idle and no dial slot waits, and takes a
-// connection given back before any dial of its own.
-func TestHTTPPoolBoundsDialsInFlight(t *testing.T) {
-	var inflight, most, dials atomic.Int64
+// At most maxDialsPerHost dials to an address run at once; the others
+// wait for a slot (within their context), and other addresses do not.
+func TestDialGateBoundsDialsInFlight(t *testing.T) {
+	var inflight, most atomic.Int64
 	gate := make(chan struct{})
-	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
-		dials.Add(1)
+	dial := func(ctx context.Context, _, addr string) (net.Conn, error) {
 		n := inflight.Add(1)
 		defer inflight.Add(-1)
 		for {
@@ -429,51 +388,50 @@ func TestHTTPPoolBoundsDialsInFlight(t *testing.T) {
 				break
 			}
 		}
+		if addr == "other:80" {
+			return nopConn{}, nil
+		}
 		select {
 		case <-gate:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		c, s := net.Pipe()
-		t.Cleanup(func() { _ = s.Close() })
-		return c, nil
+		return nopConn{}, nil
 	}
-	pool := newHTTPPool(dial)
-	key := connKey{addr: "target:80"}
-	deadline := time.Now().Add(10 * time.Second)
-	got := make(chan *probeConn, 10)
+	g := newDialGate(dial)
+	var wg sync.WaitGroup
 	for range 10 {
-		go func() {
-			pc, err := pool.get(context.Background(), key, deadline)
-			if err != nil {
+		wg.Go(func() {
+			if _, err := g.DialContext(context.Background(), "tcp", "target:80"); err != nil {
 				t.Error(err)
 			}
-			got <- pc
-		}()
+		})
 	}
 	waitFor(t, "two dials in flight", func() bool { return inflight.Load() == maxDialsPerHost })
-	// A connection given back while they wait serves one of them.
-	first := &probeConn{key: key, conn: nopConn{}}
-	pool.mu.Lock()
-	pool.host(key).open++
-	pool.mu.Unlock()
-	pool.put(first)
-	if pc := <-got; pc != first {
-		t.Errorf("a waiting probe got a new connection, want the one given back")
+	// Another address is not held by the first one's dials.
+	octx, ocancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer ocancel()
+	if _, err := g.DialContext(octx, "tcp", "other:80"); err != nil {
+		t.Fatalf("a dial to another address: %v", err)
+	}
+	// A dial whose context ends while it waits gives up.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := g.DialContext(ctx, "tcp", "target:80"); err == nil {
+		t.Error("a dial whose context ended got through the gate")
 	}
 	close(gate)
-	for range 9 {
-		<-got
+	wg.Wait()
+	if m := most.Load(); m > maxDialsPerHost+1 {
+		t.Errorf("%d dials at once (two to the target and one elsewhere), want at most %d", m, maxDialsPerHost+1)
 	}
-	if m := most.Load(); m > maxDialsPerHost {
-		t.Errorf("%d dials at once, want at most %d", m, maxDialsPerHost)
-	}
-	if d := dials.Load(); d != 9 {
-		t.Errorf("%d dials for 10 probes of which one reused a connection, want 9", d)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if n := len(g.addrs); n != 0 {
+		t.Errorf("%d addresses left in an idle gate", n)
 	}
 }
 
 type nopConn struct{ net.Conn }
 
-func (nopConn) Close() error                { return nil }
-func (nopConn) SetDeadline(time.Time) error { return nil }
+func (nopConn) Close() error { return nil }

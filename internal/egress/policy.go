@@ -1,4 +1,4 @@
-package netpolicy
+package egress
 
 import (
 	"context"
@@ -62,7 +62,7 @@ type Policy struct {
 // other namespace would be reachable.
 func New(s Settings, c Cluster) *Policy {
 	if c == nil {
-		panic("netpolicy.New: nil Cluster")
+		panic("egress.New: nil Cluster")
 	}
 	self := make([]netip.Addr, 0, len(s.SelfAddrs))
 	for _, a := range s.SelfAddrs {
