@@ -218,6 +218,9 @@ image: ## Build the manager's OCI image $(IMG) for $(IMAGE_PLATFORMS) without a 
 
 PLUGIN_VERSION ?= $(IMAGE_TAG)
 PLUGIN_DIST_DIR ?= $(DIST_DIR)/plugin
+# Empty: every platform of hack/krew/runbook.yaml (a release). A subset
+# ("linux/amd64") builds those archives and a manifest that lists only them.
+PLUGIN_PLATFORMS ?=
 
 .PHONY: plugin
 plugin: ## Build the kubectl-runbook plugin into bin/ (put bin/ on PATH: `kubectl runbook status -A`).
@@ -225,7 +228,7 @@ plugin: ## Build the kubectl-runbook plugin into bin/ (put bin/ on PATH: `kubect
 
 .PHONY: plugin-dist
 plugin-dist: ## Build the plugin's release archives and its krew manifest (hack/krew/runbook.yaml) into $(PLUGIN_DIST_DIR).
-	hack/krew/dist.sh $(PLUGIN_VERSION) $(PLUGIN_DIST_DIR)
+	PLATFORMS="$(PLUGIN_PLATFORMS)" hack/krew/dist.sh $(PLUGIN_VERSION) $(PLUGIN_DIST_DIR)
 
 ##@ Helm chart (charts/runbook)
 
