@@ -2,7 +2,8 @@ package main
 
 import (
 	"errors"
-	"net"
+	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/runbook-dev/runbook/test/cluster"
@@ -50,9 +52,10 @@ func TestReadmeMakeDemoOnFreshClone(t *testing.T) {
 	if !strings.HasPrefix(st.RunDir, clone+string(filepath.Separator)) {
 		t.Fatalf("the demo runs in %s, not in the clone %s", st.RunDir, clone)
 	}
-	apiserver := apiserverAddr(t, st.Kubeconfig)
-	if !answers(apiserver) {
-		t.Fatalf("positive control: the demo's kube-apiserver (%s) does not answer while the demo runs", apiserver)
+	// Loaded now: the kubeconfig goes with the run directory.
+	apiserver := demoAPIServer(t, st.Kubeconfig)
+	if err := apiserver.ready(); err != nil {
+		t.Fatalf("positive control: the demo's kube-apiserver does not answer while the demo runs: %v", err)
 	}
 
 	// Ctrl-C in the terminal: SIGINT to the foreground process group, make
@@ -68,8 +71,8 @@ func TestReadmeMakeDemoOnFreshClone(t *testing.T) {
 	if left := cluster.ProcessesMentioning(clone, false); len(left) > 0 {
 		t.Errorf("processes mentioning the clone survive Ctrl-C: %v", describe(left))
 	}
-	if answers(apiserver) {
-		t.Errorf("the demo's kube-apiserver (%s) still answers after Ctrl-C", apiserver)
+	if err := apiserver.ready(); err == nil {
+		t.Errorf("the demo's kube-apiserver (%s) still answers after Ctrl-C", apiserver.host)
 	}
 	log, err := os.ReadFile(filepath.Join(d.stateDir, "demo.log"))
 	if err != nil {
@@ -173,31 +176,45 @@ func terminalEnv() []string {
 	return env
 }
 
-// apiserverAddr is the host:port of the kubeconfig's current cluster.
-func apiserverAddr(t *testing.T, kubeconfig string) string {
-	t.Helper()
-	cfg, err := clientcmd.LoadFromFile(kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, ok := cfg.Contexts[cfg.CurrentContext]
-	if !ok || cfg.Clusters[ctx.Cluster] == nil {
-		t.Fatalf("%s: no current cluster", kubeconfig)
-	}
-	u, err := url.Parse(cfg.Clusters[ctx.Cluster].Server)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u.Host
+// demoServer is the demo cluster's kube-apiserver as its kubeconfig names
+// it: its address, CA and admin credentials. Asking it with those, rather
+// than dialling the port, cannot mistake another process that took the
+// freed port afterwards (another test's cluster) for the demo's.
+type demoServer struct {
+	host   string
+	client *http.Client
+	url    string
 }
 
-func answers(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+func demoAPIServer(t *testing.T, kubeconfig string) *demoServer {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
-		return false
+		t.Fatal(err)
 	}
-	_ = c.Close()
-	return true
+	cfg.Timeout = 5 * time.Second
+	c, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &demoServer{host: u.Host, client: c, url: strings.TrimSuffix(cfg.Host, "/") + "/readyz"}
+}
+
+// ready is nil when the server answers /readyz with 200.
+func (s *demoServer) ready() error {
+	resp, err := s.client.Get(s.url)
+	if err != nil {
+		return err
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", s.url, resp.Status)
+	}
+	return nil
 }
 
 func killedBy(err error, sig syscall.Signal) bool {
