@@ -189,7 +189,7 @@ docker-push: ## Push the manager image $(IMG).
 # The flags of every manager build: `make build`, `make build-static` and each
 # binary of `make image`. grpcnotrace drops grpc's golang.org/x/net/trace (never
 # enabled): its html/template keeps every exported method of every type alive
-# in the linker, 12 MB of the binary and ~9 MiB of resident memory.
+# in the linker: a large share of the binary and of its resident memory.
 STATIC_BUILD_FLAGS := -trimpath -tags grpcnotrace -ldflags="-s -w"
 
 .PHONY: build-static
