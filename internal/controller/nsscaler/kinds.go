@@ -57,9 +57,9 @@ type workloadAccess struct {
 // cachedObjects returns the objects an informer of obj's kind holds, the
 // cache's own (trimmed, shared: only to be read), and false when there is
 // no synced informer to read. A List from the cache would build a typed
-// list that copies every object into one slice — ≈ 1 KiB per Deployment
-// however trimmed, 20 MiB for 20,000 on every reconcile — to be converted
-// into Workloads and dropped at once.
+// list that copies every object into one slice — a copy of the whole cache,
+// however trimmed, on every reconcile — to be converted into Workloads and
+// dropped at once.
 func (a workloadAccess) cachedObjects(ctx context.Context, obj client.Object) ([]any, bool) {
 	store, ok := a.store(ctx, obj)
 	if !ok {

@@ -99,8 +99,8 @@ func (r *Reconciler) reconcileWorkloads(ctx context.Context, scaler *scalingv1al
 // flight while the later workloads are decided), the rest is counted. One
 // kind that cannot be listed does not stop the others. Each cached object
 // becomes a Workload only while it is decided: a pass that held them all
-// until its end kept 4.5 MiB alive at 20,000 Deployments, which the heap
-// then grew by half again (docs/architecture.md).
+// until its end kept memory alive in proportion to the fleet, and the heap
+// grows by half of what is live (test/bench/RESULTS.md).
 func (r *Reconciler) decideAll(ctx context.Context, scaler *scalingv1alpha1.NSScaler, p *workloadPass, handlers []kindHandler, write func(job)) {
 	refs := r.kedaReferences(ctx, p, handlers)
 	for _, h := range handlers {

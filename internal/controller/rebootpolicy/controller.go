@@ -371,8 +371,9 @@ func execRefused(refused map[string]refusal) bool {
 // at once unless the admin says otherwise. A restart is three writes in a
 // row (the fire, the patch, the outcome), so a reconcile mostly waits on
 // the apiserver, and the policies probing one dependency fire together
-// when it fails: with 8, 50 such fires on 2 cores took 1.44 s (p99) from
-// failure to patch, with 32 1.14 s (docs/rebootpolicy.md, Cost).
+// when it fails: with a few reconciles at once the last of such a burst
+// waits for the writes of all the others before its own (the change →
+// restart benchmark, test/bench/RESULTS.md).
 const DefaultMaxConcurrentReconciles = 32
 
 // Options configure the RebootPolicy controller (built from flags in main).
