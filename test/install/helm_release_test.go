@@ -168,23 +168,24 @@ func TestHelmManagerReplicasSpreadAndSurviveDrains(t *testing.T) {
 	objs := helmTemplateRelease(t, "runbook", helmNamespace)
 	dep := convert[appsv1.Deployment](t, objs.one(t, "Deployment"))
 	pod := labels.Set(dep.Spec.Template.Labels)
-	aff := dep.Spec.Template.Spec.Affinity
-	if aff == nil || aff.PodAntiAffinity == nil || len(aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) == 0 {
-		t.Fatalf("no preferred pod anti-affinity: %+v", aff)
-	}
-	term := aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm
-	sel, err := metav1.LabelSelectorAsSelector(term.LabelSelector)
-	if err != nil || term.TopologyKey != corev1.LabelHostname || !sel.Matches(pod) {
-		t.Errorf("anti-affinity term %+v: want the manager's own pods spread over kubernetes.io/hostname", term)
-	}
-	// Another release's pods are not what this one spreads from.
+	// Another release's pods are not what this one spreads from or keeps.
 	other := labels.Set{}
 	for k, v := range pod {
 		other[k] = v
 	}
 	other["app.kubernetes.io/instance"] = "other"
-	if sel.Matches(other) {
-		t.Error("the anti-affinity selects other releases' managers too")
+	aff := dep.Spec.Template.Spec.Affinity
+	if aff == nil || aff.PodAntiAffinity == nil || len(aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) == 0 {
+		t.Errorf("no preferred pod anti-affinity: %+v", aff)
+	} else {
+		term := aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm
+		sel, err := metav1.LabelSelectorAsSelector(term.LabelSelector)
+		if err != nil || term.TopologyKey != corev1.LabelHostname || !sel.Matches(pod) {
+			t.Errorf("anti-affinity term %+v: want the manager's own pods spread over kubernetes.io/hostname", term)
+		}
+		if sel.Matches(other) {
+			t.Error("the anti-affinity selects other releases' managers too")
+		}
 	}
 	pdb := convert[policyv1.PodDisruptionBudget](t, objs.one(t, "PodDisruptionBudget"))
 	pdbSel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
