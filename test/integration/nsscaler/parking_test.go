@@ -47,7 +47,7 @@ func TestParkToNLeavesSmallWorkloadsAlone(t *testing.T) {
 	}, timeout, poll).Should(Succeed())
 	g.Expect(deploymentState(g, ns, "two")).To(Equal(state{Replicas: 2}))
 	g.Expect(deploymentState(g, ns, "one")).To(Equal(state{Replicas: 1}))
-	g.Expect(requests.writes("/namespaces/"+ns+"/")).To(Equal([]string{"PATCH /apis/apps/v1/namespaces/" + ns + "/deployments/five"}))
+	g.Expect(requests.writes("/namespaces/" + ns + "/")).To(Equal([]string{"PATCH /apis/apps/v1/namespaces/" + ns + "/deployments/five"}))
 
 	updateScaler(t, name, func(s *scalingv1alpha1.NSScalerSpec) { s.Whitelist = []string{ns} })
 	g.Eventually(func(g Gomega) {
@@ -145,7 +145,7 @@ func TestGracePeriodParksNewWorkloadsOnceOldEnough(t *testing.T) {
 		g.Expect([]any{st, reason}).To(Equal([]any{metav1.ConditionFalse, scalingv1alpha1.ReasonWorkloadsInGrace}))
 	}, timeout, poll).Should(Succeed())
 	g.Expect(deploymentState(g, ns, "young")).To(Equal(state{Replicas: 3}))
-	g.Expect(requests.writes("/namespaces/"+ns+"/")).To(BeEmpty())
+	g.Expect(requests.writes("/namespaces/" + ns + "/")).To(BeEmpty())
 
 	// Halfway: still young.
 	clk.SetTime(created.Add(5 * time.Minute))
