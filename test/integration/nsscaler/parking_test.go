@@ -345,3 +345,43 @@ func TestTenantCannotSetParkingOrAge(t *testing.T) {
 		g.Expect(deploymentState(g, ns, "young-forever")).To(Equal(state{Replicas: 0, Annotation: parkedBy(name, 2)}))
 	}, timeout, poll).Should(Succeed())
 }
+
+// TestKEDAPausedAtParkedReplicas: with parkedReplicas 2, the ScaledObject
+// of a Deployment at 5 is paused at 2 and that of a Deployment at 1 at 1
+// (a pause at 2 would scale it up); the Deployments are never written.
+// Lowering parkedReplicas to 0 pauses both at 0; the restore removes the
+// pauses.
+func TestKEDAPausedAtParkedReplicas(t *testing.T) {
+	startManager(t, managerOptions{})
+	g := NewWithT(t)
+	p, ns, name := oneNamespace(t, "keda-n")
+	createDeployment(t, ns, "big", ptr.To[int32](5))
+	createDeployment(t, ns, "small", ptr.To[int32](1))
+	createScaledObject(t, ns, "big", "big", nil)
+	createScaledObject(t, ns, "small", "small", nil)
+	createScaler(t, name, scalingv1alpha1.NSScalerSpec{NamespacePrefix: p, ParkedReplicas: 2})
+	paused := func(at string) map[string]string {
+		return map[string]string{
+			nsscontroller.AnnotationKEDAPausedReplicas: at,
+			nsscontroller.AnnotationOriginal:           nsscontroller.PauseOriginal(nil, name).Encode(),
+		}
+	}
+	g.Eventually(func(g Gomega) {
+		g.Expect(scaledObjectAnnotations(g, ns, "big")).To(Equal(paused("2")))
+		g.Expect(scaledObjectAnnotations(g, ns, "small")).To(Equal(paused("1")))
+	}, timeout, poll).Should(Succeed())
+
+	updateScaler(t, name, func(s *scalingv1alpha1.NSScalerSpec) { s.ParkedReplicas = 0 })
+	g.Eventually(func(g Gomega) {
+		g.Expect(scaledObjectAnnotations(g, ns, "big")).To(Equal(paused("0")))
+		g.Expect(scaledObjectAnnotations(g, ns, "small")).To(Equal(paused("0")))
+	}, timeout, poll).Should(Succeed())
+	g.Expect(deploymentState(g, ns, "big")).To(Equal(state{Replicas: 5}))
+	g.Expect(deploymentState(g, ns, "small")).To(Equal(state{Replicas: 1}))
+
+	updateScaler(t, name, func(s *scalingv1alpha1.NSScalerSpec) { s.Whitelist = []string{ns} })
+	g.Eventually(func(g Gomega) {
+		g.Expect(scaledObjectAnnotations(g, ns, "big")).To(BeEmpty())
+		g.Expect(scaledObjectAnnotations(g, ns, "small")).To(BeEmpty())
+	}, timeout, poll).Should(Succeed())
+}
