@@ -1,9 +1,13 @@
 package nsscaler
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 )
 
@@ -209,5 +213,59 @@ func TestGraceListIsBounded(t *testing.T) {
 	}
 	if got := graceList(obs.grace); len(got) != maxGraceListed || obs.workloadsInGrace != 50 {
 		t.Fatalf("listed %d namespaces, counted %d", len(got), obs.workloadsInGrace)
+	}
+}
+
+// failingRestore is a fakeHandler whose restores fail with errs first.
+type failingRestore struct {
+	*fakeHandler
+	errs []error
+}
+
+func (f *failingRestore) restore(ctx context.Context, w Workload, orig Original) (Workload, error) {
+	if len(f.errs) > 0 {
+		err := f.errs[0]
+		f.errs = f.errs[1:]
+		f.restores = append(f.restores, orig)
+		return Workload{}, err
+	}
+	return f.fakeHandler.restore(ctx, w, orig)
+}
+
+var errChanged = apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web", errors.New("changed"))
+
+// TestConflictKeepsWhatThePassKnew: a workload re-read after a conflict
+// keeps what the pass had found out about it (here: excluded, so it is
+// restored, not parked again), and its grace is judged again (a workload
+// re-created under the same name is young: not parked).
+func TestConflictKeepsWhatThePassKnew(t *testing.T) {
+	r := testReconciler(t)
+	p := testPass()
+	annotated := Workload{Kind: kindDeployment, Namespace: "ns", Name: "web", UID: "u", ResourceVersion: "1", Replicas: 0,
+		Annotation: ReplicasOriginal(3, "me").Encode(), HasAnnotation: true, Excluded: true}
+	fresh := annotated
+	fresh.ResourceVersion, fresh.Excluded = "2", false
+	h := &failingRestore{fakeHandler: &fakeHandler{fresh: fresh}, errs: []error{errChanged}}
+	d, err := Decide(annotated, p.plan, p.kinds, p.self)
+	if err != nil || d.Action != ActionRestore {
+		t.Fatalf("decision %+v, %v", d, err)
+	}
+	if o := r.writeWorkload(context.Background(), p, job{h: h, w: annotated, d: d}); o.err != nil || o.done != ActionRestore {
+		t.Fatalf("outcome %+v: an excluded workload was not restored after a conflict (parks %v)", o, h.parks)
+	}
+	if len(h.parks) != 0 || len(h.restores) != 2 {
+		t.Fatalf("parks %v, restores %v", h.parks, h.restores)
+	}
+
+	p.grace = 10 * time.Minute
+	old := Workload{Kind: kindDeployment, Namespace: "ns", Name: "job", UID: "old", ResourceVersion: "1", Replicas: 3, Created: fakeNow.Add(-time.Hour)}
+	recreated := Workload{Kind: kindDeployment, Namespace: "ns", Name: "job", UID: "new", ResourceVersion: "5", Replicas: 3, Created: fakeNow.Add(-time.Minute)}
+	ph := &fakeHandler{parkErrs: []error{errChanged}, fresh: recreated}
+	d, _ = Decide(old, p.plan, p.kinds, p.self)
+	if o := r.writeWorkload(context.Background(), p, job{h: ph, w: old, d: d}); o.err != nil || o.done != ActionNone {
+		t.Fatalf("outcome %+v: a re-created young workload was parked", o)
+	}
+	if len(ph.parks) != 1 {
+		t.Fatalf("parks %v: want only the first, refused one", ph.parks)
 	}
 }
