@@ -2,6 +2,8 @@ package nsscaler
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
 	nsscontroller "github.com/runbook-dev/runbook/internal/controller/nsscaler"
@@ -384,4 +387,28 @@ func TestKEDAPausedAtParkedReplicas(t *testing.T) {
 		g.Expect(scaledObjectAnnotations(g, ns, "big")).To(BeEmpty())
 		g.Expect(scaledObjectAnnotations(g, ns, "small")).To(BeEmpty())
 	}, timeout, poll).Should(Succeed())
+}
+
+// TestParkingSamplesBecomeReady: the two samples, applied as `make demo`
+// applies config/samples, become Ready and not Degraded (what the demo
+// waits for), and show what they set in status.
+func TestParkingSamplesBecomeReady(t *testing.T) {
+	startManager(t, managerOptions{})
+	g := NewWithT(t)
+	for _, f := range []string{"scaling_v1alpha1_nsscaler_parkedreplicas.yaml", "scaling_v1alpha1_nsscaler_graceperiod.yaml"} {
+		raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "samples", f))
+		g.Expect(err).NotTo(HaveOccurred())
+		var s scalingv1alpha1.NSScaler
+		g.Expect(yaml.UnmarshalStrict(raw, &s)).To(Succeed())
+		createScaler(t, s.Name, s.Spec)
+		g.Eventually(func(g Gomega) {
+			got := getScaler(g, s.Name)
+			for cond, want := range map[string]metav1.ConditionStatus{scalingv1alpha1.ConditionReady: metav1.ConditionTrue, scalingv1alpha1.ConditionDegraded: metav1.ConditionFalse} {
+				st, _ := conditionReason(got, cond)
+				g.Expect(st).To(Equal(want), "%s %s", s.Name, cond)
+			}
+			g.Expect(got.Status.ParkedReplicas).To(Equal(s.Spec.ParkedReplicas))
+			g.Expect(got.Status.GracePeriod).To(Equal(s.Spec.GracePeriod))
+		}, timeout, poll).Should(Succeed())
+	}
 }
