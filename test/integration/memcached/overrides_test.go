@@ -175,13 +175,17 @@ func TestHostileOverridesAreRefusedByTheCRD(t *testing.T) {
 		{"escaping profile path", hostile(func(o *cachev1alpha1.PodOverrides) {
 			o.PodSecurityContext.SeccompProfile = &cachev1alpha1.Profile{Type: cachev1alpha1.ProfileLocalhost, LocalhostProfile: ptr.To("../x")}
 		}), "localhostProfile must be relative"},
-		{"SYS_ADMIN", hostile(func(o *cachev1alpha1.PodOverrides) { o.Sidecars[0].SecurityContext.AddCapabilities = []corev1.Capability{"SYS_ADMIN"} }),
+		{"SYS_ADMIN", hostile(func(o *cachev1alpha1.PodOverrides) {
+			o.Sidecars[0].SecurityContext.AddCapabilities = []corev1.Capability{"SYS_ADMIN"}
+		}),
 			`Unsupported value: "SYS_ADMIN"`},
 		{"a sidecar named memcached", hostile(func(o *cachev1alpha1.PodOverrides) { o.Sidecars[0].Name = "memcached" }), "container names memcached, exporter and memcached-* are the controller's"},
 		{"an init container named exporter", hostile(func(o *cachev1alpha1.PodOverrides) { o.InitContainers[0].Name = "exporter" }), "are the controller's"},
 		{"one name twice", hostile(func(o *cachev1alpha1.PodOverrides) { o.Sidecars[0].Name = "warm" }), "sidecars and initContainers must have distinct names"},
 		{"the TLS volume", hostile(func(o *cachev1alpha1.PodOverrides) { o.Sidecars[0].VolumeMounts[0].Name = "memcached-tls" }), "volume names starting with memcached- are the controller's"},
-		{"a volume that is not an extraVolume", hostile(func(o *cachev1alpha1.PodOverrides) { o.InitContainers[0].VolumeMounts = []cachev1alpha1.ContainerVolumeMount{{Name: "kube-api-access", MountPath: "/x"}} }),
+		{"a volume that is not an extraVolume", hostile(func(o *cachev1alpha1.PodOverrides) {
+			o.InitContainers[0].VolumeMounts = []cachev1alpha1.ContainerVolumeMount{{Name: "kube-api-access", MountPath: "/x"}}
+		}),
 			"initContainers may mount only the spec's extraVolumes"},
 		{"over /etc/memcached", hostile(func(o *cachev1alpha1.PodOverrides) { o.Sidecars[0].VolumeMounts[0].MountPath = "/etc/memcached" }), "not /etc/memcached or below"},
 		{"memcached's port", hostile(func(o *cachev1alpha1.PodOverrides) { o.Sidecars[0].Ports[0].ContainerPort = 11211 }), "ports 11211 and 9150 are memcached's"},
