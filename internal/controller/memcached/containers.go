@@ -237,7 +237,11 @@ func checkContainerSecurity(what string, c *cachev1alpha1.ContainerSecurity) err
 }
 
 func checkProfiles(what string, seccomp, apparmor *cachev1alpha1.Profile) error {
-	for name, p := range map[string]*cachev1alpha1.Profile{"seccompProfile": seccomp, "appArmorProfile": apparmor} {
+	for _, np := range []struct {
+		name string
+		p    *cachev1alpha1.Profile
+	}{{"seccompProfile", seccomp}, {"appArmorProfile", apparmor}} {
+		name, p := np.name, np.p
 		if p == nil {
 			continue
 		}
