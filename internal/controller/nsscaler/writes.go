@@ -415,10 +415,7 @@ func (wp *writePool) wait() []outcome {
 	for _, written := range wp.perWriter {
 		outcomes = append(outcomes, written...)
 	}
-	written := wp.r.observeWritePass(wp.ctx, wp.p.self, outcomes, wp.r.clock.Since(wp.start).Seconds())
-	if written >= burstWrites && wp.r.bursts != nil {
-		wp.r.bursts.Burst()
-	}
+	wp.r.observeWritePass(wp.ctx, wp.p.self, outcomes, wp.r.clock.Since(wp.start).Seconds())
 	return outcomes
 }
 
@@ -431,16 +428,8 @@ func (r *Reconciler) runJobs(ctx context.Context, p *workloadPass, jobs []job) [
 	return wp.wait()
 }
 
-// Bursts hears of passes that wrote many workloads.
-type Bursts interface{ Burst() }
-
-// burstWrites is the pass size whose garbage is worth a forced collection:
-// a few hundred KiB of request and watch-event buffers per hundred writes.
-const burstWrites = 100
-
-// observeWritePass records the duration of a park or restore pass and
-// returns how many workloads it parked or restored.
-func (r *Reconciler) observeWritePass(ctx context.Context, self string, outcomes []outcome, seconds float64) int {
+// observeWritePass records the duration of a park or restore pass.
+func (r *Reconciler) observeWritePass(ctx context.Context, self string, outcomes []outcome, seconds float64) {
 	var parked, restored int
 	for _, o := range outcomes {
 		switch o.done {
@@ -457,7 +446,6 @@ func (r *Reconciler) observeWritePass(ctx context.Context, self string, outcomes
 		r.metrics.RestoreDuration.WithLabelValues(self).Observe(seconds)
 	}
 	log.FromContext(ctx).Info("workloads written", "parked", parked, "restored", restored, "jobs", len(outcomes), "seconds", seconds)
-	return parked + restored
 }
 
 // writeWorkload performs one decision. On a 409 conflict it re-reads the
