@@ -27,6 +27,7 @@ import (
 
 	"github.com/runbook-dev/runbook/internal/metricsauth"
 	"github.com/runbook-dev/runbook/internal/registry"
+	"github.com/runbook-dev/runbook/internal/stdlog"
 )
 
 // errCacheNotSynced is what /readyz answers until the informers have synced.
@@ -66,6 +67,9 @@ func main() {
 	flag.Parse()
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&f.zap)))
+	// net/http logs what a tenant's probe target sends on an idle
+	// connection through package log: bounded and structured from here on.
+	stdlog.Redirect(ctrl.Log.WithName("stdlib"))
 	setupLog := ctrl.Log.WithName("setup")
 	selected, err := reg.Select(f.controllers)
 	if err != nil {
