@@ -267,7 +267,7 @@ func TestHostileControls(t *testing.T) {
 		t.Fatalf("control COPY TO PROGRAM: %v", err)
 	}
 	_ = tx.Rollback()
-	if fileEffect(f + "pg")(t) == "" {
+	if fileEffect(f+"pg")(t) == "" {
 		t.Fatal("control: COPY TO PROGRAM in a read-only transaction left no file")
 	}
 	my := plainMySQL(t)

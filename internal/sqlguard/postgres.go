@@ -196,7 +196,7 @@ func hardenPG(cfg *pgx.ConnConfig, o Options, dial DialFunc) {
 		// The statement check reads string literals this way; a role's
 		// default of off would make the server read them otherwise.
 		"standard_conforming_strings": "on",
-		"statement_timeout":             strconv.FormatInt(o.StatementTimeout.Milliseconds(), 10),
+		"statement_timeout":           strconv.FormatInt(o.StatementTimeout.Milliseconds(), 10),
 	}
 	cfg.ValidateConnect, cfg.AfterConnect, cfg.AfterNetConnect = nil, nil, nil
 	cfg.OnNotice, cfg.OnNotification, cfg.OAuthTokenProvider = nil, nil, nil

@@ -43,7 +43,9 @@ func TestPowerfulUsersRefused(t *testing.T) {
 		MySQL: {
 			{"file", func(t *testing.T) dbUser { return createMySQLUser(t, "GRANT SELECT, FILE ON *.* TO %u") }},
 			{"super", func(t *testing.T) dbUser { return createMySQLUser(t, "GRANT SELECT, SUPER ON *.* TO %u") }},
-			{"process", func(t *testing.T) dbUser { return createMySQLUser(t, "GRANT SELECT ON test.* TO %u", "GRANT PROCESS ON *.* TO %u") }},
+			{"process", func(t *testing.T) dbUser {
+				return createMySQLUser(t, "GRANT SELECT ON test.* TO %u", "GRANT PROCESS ON *.* TO %u")
+			}},
 			{"insert", func(t *testing.T) dbUser { return createMySQLUser(t, "GRANT SELECT, INSERT ON test.* TO %u") }},
 			{"create", func(t *testing.T) dbUser { return createMySQLUser(t, "GRANT SELECT, CREATE ROUTINE ON test.* TO %u") }},
 			{"grant option", func(t *testing.T) dbUser { return createMySQLUser(t, "GRANT SELECT ON test.* TO %u WITH GRANT OPTION") }},
