@@ -232,14 +232,21 @@ func (r *Reconciler) ensureWorkers(ctx context.Context, rbp *autorebootv1alpha1.
 		r.Workers.Ensure(nn, specs)
 		return refused, nil
 	}
+	// The slots are computed and applied under the namespace's admission
+	// lock: a later decision always rests on a cache at least as new.
+	// Applying stops every running worker of the namespace that the same
+	// decision leaves without a slot (a policy admitted on a cache that
+	// had not yet seen an older RebootPolicy gives its slot back as soon
+	// as a reconcile sees that one) in the same step that starts rbp's:
+	// the namespace's running workers never exceed the limit.
 	unlock := r.admission.lock(rbp.Namespace)
-	admitted, displaced, err := r.admitLocked(ctx, rbp)
+	s, err := r.namespaceSlots(ctx, rbp.Namespace)
 	if err != nil {
 		unlock()
 		return nil, err
 	}
-	specs, refused := r.workerSpecs(rbp, admitted)
-	r.Workers.Ensure(nn, specs)
+	specs, refused := r.workerSpecs(rbp, s.of(rbp))
+	displaced := r.Workers.Admit(nn, s.has, specs)
 	unlock()
 	r.Workers.Requeue(slices.DeleteFunc(displaced, func(o types.NamespacedName) bool { return o == nn }))
 	return refused, nil

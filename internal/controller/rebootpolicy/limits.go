@@ -136,24 +136,6 @@ func (r *Reconciler) namespaceSlots(ctx context.Context, namespace string) (slot
 	return out, nil
 }
 
-// admitLocked decides rbp's admitted policies with the namespace's
-// admission lock held, and first stops every running worker of the
-// namespace that the same decision leaves without a slot: a policy
-// admitted on a cache that had not yet seen an older RebootPolicy gives
-// its slot back as soon as a reconcile sees that one. Stopping before
-// starting, under one lock per namespace, keeps the number of running
-// workers of a namespace within the limit at every moment. The displaced
-// RebootPolicies are returned, to be reconciled (their status then says
-// TooManyProbes).
-func (r *Reconciler) admitLocked(ctx context.Context, rbp *autorebootv1alpha1.RebootPolicy) (map[string]bool, []types.NamespacedName, error) {
-	s, err := r.namespaceSlots(ctx, rbp.Namespace)
-	if err != nil {
-		return nil, nil, err
-	}
-	displaced := r.Workers.Retain(rbp.Namespace, s.has)
-	return s.of(rbp), displaced, nil
-}
-
 // namespaceLocks serialises admission per namespace.
 type namespaceLocks struct {
 	mu    sync.Mutex

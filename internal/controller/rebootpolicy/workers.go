@@ -128,6 +128,10 @@ func (w *Workers) Start(ctx context.Context) error {
 func (w *Workers) Ensure(obj types.NamespacedName, specs []workerSpec) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.ensureLocked(obj, specs)
+}
+
+func (w *Workers) ensureLocked(obj types.NamespacedName, specs []workerSpec) {
 	current := w.byObj[obj]
 	keep := make(map[string]bool, len(specs))
 	for _, s := range specs {
@@ -156,11 +160,19 @@ func (w *Workers) Remove(obj types.NamespacedName) {
 	}
 }
 
-// Retain stops the workers of namespace for which keep is false and
-// returns the objects that lost one.
-func (w *Workers) Retain(namespace string, keep func(obj types.NamespacedName, policy string) bool) []types.NamespacedName {
+// Admit stops the workers of obj's namespace for which keep is false,
+// then makes obj's workers exactly specs (as Ensure), in one step: a
+// worker that gives its slot to another is never seen running beside it.
+// It returns the objects that lost a worker to keep.
+func (w *Workers) Admit(obj types.NamespacedName, keep func(obj types.NamespacedName, policy string) bool, specs []workerSpec) []types.NamespacedName {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	displaced := w.retainLocked(obj.Namespace, keep)
+	w.ensureLocked(obj, specs)
+	return displaced
+}
+
+func (w *Workers) retainLocked(namespace string, keep func(obj types.NamespacedName, policy string) bool) []types.NamespacedName {
 	var out []types.NamespacedName
 	for obj := range w.byNS[namespace] {
 		lost := false
