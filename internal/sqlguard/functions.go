@@ -62,7 +62,7 @@ var pgAllowedFunctions = set(
 	"jsonb_each_text", "json_object_keys", "jsonb_object_keys", "jsonb_path_exists", "jsonb_path_query",
 	"jsonb_path_query_array", "jsonb_path_query_first", "jsonb_pretty", "jsonb_strip_nulls", "json_strip_nulls",
 	// the server's own state, read-only
-	"version", "current_database", "current_schema", "pg_is_in_recovery", "pg_last_xact_replay_timestamp",
+	"version", "current_database", "current_schema", "current_setting", "pg_is_in_recovery", "pg_last_xact_replay_timestamp",
 	"pg_last_wal_receive_lsn", "pg_last_wal_replay_lsn", "pg_current_wal_lsn", "pg_wal_lsn_diff",
 	"pg_postmaster_start_time", "pg_conf_load_time", "pg_database_size", "pg_relation_size",
 	"pg_total_relation_size", "pg_table_size", "pg_indexes_size", "pg_size_pretty", "pg_typeof",
