@@ -210,6 +210,7 @@ func TestHostileStatementsHaveNoEffect(t *testing.T) {
 			} else {
 				cases, probe = pgHostileCases(t), createPGUser(t, "")
 			}
+			LoadParsers() // the timing below is of a refusal, not of loading
 			for _, dsn := range []string{be.dsn, probe.dsn} {
 				var dials atomic.Int64
 				o := options(be.driver)
