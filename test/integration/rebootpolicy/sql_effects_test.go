@@ -158,3 +158,40 @@ func TestRevokedSecretStopsTheTrigger(t *testing.T) {
 	g.Expect(k8s.Delete(context.Background(), &s)).To(Succeed())
 	expectError(t, ns, "rbp", "table", autorebootv1alpha1.ReasonSecretNotUsable)
 }
+
+// TestAdminFlagAcceptsPowerfulDSNUsers: the manager binary started with
+// --sql-allow-powerful-users runs a policy whose DSN user is the
+// PostgreSQL superuser, which the suite's manager (without the flag)
+// refuses as DSNTooPowerful; the statement check still holds.
+func TestAdminFlagAcceptsPowerfulDSNUsers(t *testing.T) {
+	g := NewWithT(t)
+	bin, kubeconfig := managerBinary(t)
+	ns := createNamespace(t, "powerful")
+	createUsableSecret(t, ns, "super", map[string]string{"dsn": postgreDSN})
+	m := startBinary(t, bin, kubeconfig, ns, "--sql-allow-powerful-users", "--probe-allow=127.0.0.1:5432")
+	defer func() {
+		g.Expect(m.Stop()).To(Succeed())
+		m.DumpLogsOnFailure(t.Failed())
+	}()
+	file := "/tmp/rbp_flag_" + suffix() + suffix()
+	allowed := newRBP(ns, "allowed", autorebootv1alpha1.TargetRef{Kind: autorebootv1alpha1.KindDeployment, Name: "web"},
+		sqlPolicy("select", autorebootv1alpha1.DriverPostgres, "super", "SELECT 1"),
+		sqlPolicy("program", autorebootv1alpha1.DriverPostgres, "super", "COPY (SELECT 1) TO PROGRAM 'touch "+file+"'"))
+	allowed.Labels = map[string]string{externalManagerLabel: "binary"}
+	g.Expect(createRBP(t, allowed)).To(Succeed())
+	// The binary reconciles everything in its namespace: the suite
+	// manager's case lives in another one.
+	other := createNamespace(t, "powerful-refused")
+	createUsableSecret(t, other, "super", map[string]string{"dsn": postgreDSN})
+	g.Expect(createRBP(t, newRBP(other, "refused", autorebootv1alpha1.TargetRef{Kind: autorebootv1alpha1.KindDeployment, Name: "web"},
+		sqlPolicy("select", autorebootv1alpha1.DriverPostgres, "super", "SELECT 1")))).To(Succeed())
+
+	g.Eventually(func() string {
+		ps := policyStatus(t, ns, "allowed", "select")
+		return ps.LastResult + "/" + ps.Reason
+	}, timeout, interval).Should(Equal(autorebootv1alpha1.ResultSuccess+"/"), "the flag did not accept the superuser")
+	expectError(t, ns, "allowed", "program", autorebootv1alpha1.ReasonQueryNotAllowed)
+	expectError(t, other, "refused", "select", autorebootv1alpha1.ReasonDSNTooPowerful)
+	_, err := os.Stat(file)
+	g.Expect(os.IsNotExist(err)).To(BeTrue(), "COPY TO PROGRAM ran with the admin's flag")
+}
