@@ -18,8 +18,8 @@ import (
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 
 	rebootpolicy "github.com/runbook-dev/runbook/internal/controller/rebootpolicy"
+	"github.com/runbook-dev/runbook/internal/egress"
 	"github.com/runbook-dev/runbook/internal/fingerprint"
-	"github.com/runbook-dev/runbook/internal/netpolicy"
 	"github.com/runbook-dev/runbook/internal/registry"
 	"github.com/runbook-dev/runbook/internal/sqlguard"
 )
@@ -157,24 +157,24 @@ func (f *rebootPolicyFlags) options(operatorNamespace string) (rebootpolicy.Opti
 	}, nil
 }
 
-func (f *rebootPolicyFlags) network() (netpolicy.Settings, error) {
-	allow, err := netpolicy.ParseRules(*f.probeAllow)
+func (f *rebootPolicyFlags) network() (egress.Settings, error) {
+	allow, err := egress.ParseRules(*f.probeAllow)
 	if err != nil {
-		return netpolicy.Settings{}, fmt.Errorf("--probe-allow: %w", err)
+		return egress.Settings{}, fmt.Errorf("--probe-allow: %w", err)
 	}
-	deny, err := netpolicy.ParseRules(*f.probeDeny)
+	deny, err := egress.ParseRules(*f.probeDeny)
 	if err != nil {
-		return netpolicy.Settings{}, fmt.Errorf("--probe-deny: %w", err)
+		return egress.Settings{}, fmt.Errorf("--probe-deny: %w", err)
 	}
 	pods, err := parsePrefixes(*f.podCIDRs)
 	if err != nil {
-		return netpolicy.Settings{}, fmt.Errorf("--cluster-pod-cidrs: %w", err)
+		return egress.Settings{}, fmt.Errorf("--cluster-pod-cidrs: %w", err)
 	}
-	self, err := netpolicy.LocalAddrs()
+	self, err := egress.LocalAddrs()
 	if err != nil {
-		return netpolicy.Settings{}, fmt.Errorf("reading the manager's own addresses: %w", err)
+		return egress.Settings{}, fmt.Errorf("reading the manager's own addresses: %w", err)
 	}
-	return netpolicy.Settings{
+	return egress.Settings{
 		Allow: allow, Deny: deny, AllowLinkLocal: *f.allowLinkLocal,
 		AllowUnixSockets: splitList(*f.unixSockets), PodCIDRs: pods, SelfAddrs: self,
 	}, nil

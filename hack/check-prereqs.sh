@@ -9,6 +9,7 @@ need() { echo "missing prerequisite: $1" >&2; echo "  fix: $2" >&2; fail=1; }
 for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl; do
   [ -x "$root/bin/k8s/$b" ] || need "bin/k8s/$b" "make k8s-binaries"
 done
+command -v git >/dev/null || need "git (hack/demo clones the repository to run the README's make demo as written)" "apt-get install -y git"
 command -v openssl >/dev/null || need openssl "apt-get install -y openssl"
 command -v memcached >/dev/null || need "memcached (real-server test of the generated command line)" "apt-get install -y memcached"
 (exec 3<>/dev/tcp/127.0.0.1/3306) 2>/dev/null || need "MariaDB on 127.0.0.1:3306 (sql trigger tests)" "start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd"

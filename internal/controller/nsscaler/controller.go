@@ -301,6 +301,7 @@ func (r *Reconciler) observeAndAct(ctx context.Context, scaler *scalingv1alpha1.
 	if obs.deleting {
 		plan = releaseAll(plan)
 	}
+	plan.ParkedReplicas = scaler.Spec.ParkedReplicas
 	obs.plan = plan
 	obs.nextTransition = obs.moment.nextTransition(obs.now, plan)
 	obs.wakeAt(obs.nextTransition)
@@ -325,7 +326,9 @@ func (r *Reconciler) newPass(scaler *scalingv1alpha1.NSScaler, obs *observation)
 		self: scaler.Name, plan: obs.plan, kinds: kindsOf(scaler.Spec), act: obs.acts(), dryRun: obs.dryRun && !obs.deleting,
 		now: obs.now, fights: r.fightsOf(scaler.Name), obs: obs, parkedKinds: sets.New[KindKey](),
 		targets: map[types.UID]struct{}{}, dryTallies: map[string]*namespaceTally{},
+		grace: obs.gracePeriod,
 	}
+	p.parkedReplicasChanged = p.fights.parkedReplicasChanged(obs.plan.ParkedReplicas)
 	if sel := scaler.Spec.ExcludeSelector; sel != nil {
 		s, err := metav1.LabelSelectorAsSelector(sel)
 		if err != nil {

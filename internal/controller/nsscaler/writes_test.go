@@ -33,7 +33,7 @@ func (f *fakeHandler) get(context.Context, string, string) (Workload, bool, erro
 func (f *fakeHandler) cached(context.Context, string, string) (Workload, bool, error) {
 	return Workload{}, false, nil
 }
-func (f *fakeHandler) park(_ context.Context, w Workload, record *Original) (Workload, error) {
+func (f *fakeHandler) park(_ context.Context, w Workload, record *Original, replicas int32) (Workload, error) {
 	f.parks = append(f.parks, record)
 	if len(f.parkErrs) > 0 {
 		err := f.parkErrs[0]
@@ -42,7 +42,7 @@ func (f *fakeHandler) park(_ context.Context, w Workload, record *Original) (Wor
 			return Workload{}, err
 		}
 	}
-	w.Replicas = 0
+	w.Replicas = replicas
 	return w, nil
 }
 func (f *fakeHandler) restore(_ context.Context, w Workload, orig Original) (Workload, error) {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
-	"github.com/runbook-dev/runbook/internal/netpolicy"
+	"github.com/runbook-dev/runbook/internal/egress"
 	"github.com/runbook-dev/runbook/internal/sqlguard"
 )
 
@@ -108,7 +108,7 @@ func (p *sqlProber) prepare(ctx context.Context) *observation {
 }
 
 func isDenied(err error) bool {
-	var d *netpolicy.DeniedError
+	var d *egress.DeniedError
 	return errors.As(err, &d)
 }
 

@@ -303,6 +303,9 @@ type conditionInput struct {
 	restartFailed string
 	// invalidSpec: the spec cannot be used (e.g. the target selector).
 	invalidSpec string
+	// invalidSchedule: spec.restartSchedule cannot be evaluated (a time
+	// zone the manager does not know).
+	invalidSchedule string
 	// futureStamps: targets whose restartedAt lies in the future (ignored).
 	futureStamps []string
 }
@@ -344,6 +347,8 @@ func degradedReason(st *autorebootv1alpha1.RebootPolicyStatus, in conditionInput
 	switch {
 	case in.invalidSpec != "":
 		return autorebootv1alpha1.ReasonInvalidSpec, in.invalidSpec
+	case in.invalidSchedule != "":
+		return autorebootv1alpha1.ReasonInvalidSchedule, in.invalidSchedule
 	case in.restartFailed != "":
 		return autorebootv1alpha1.ReasonRestartFailed, in.restartFailed
 	case !in.targetsFound:

@@ -436,7 +436,6 @@ func (wk *worker) run(ctx context.Context, w *Workers) {
 	probe := timed(p.probe)
 	if dp, ok := p.(deadlineProber); ok {
 		probe = dp.probeWithin
-		defer context.AfterFunc(ctx, dp.interrupt)()
 	}
 	period, timeout, initialDelay := wk.schedule()
 	wp, wakeable := p.(wakeableProber)

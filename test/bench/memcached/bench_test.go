@@ -78,8 +78,8 @@ const (
 	// with the tutorial on the machine the issue was filed on: 1.5 s for
 	// 200 objects of size 2, from creation until all are Available, where
 	// the tutorial spent 0.74 s. CPU seconds are the machine's: the same
-	// build measured 2.2 s on one development machine and 3.9 s on
-	// another, and the tutorial-like baseline 1.76 s and 3.79 s. So when
+	// build and the tutorial-like baseline both cost up to twice as much on
+	// one machine as on another (test/bench/RESULTS.md). So when
 	// the baseline ran for the same size in the same sweep, the target is
 	// that ratio to it (1.5 / 0.74 ≈ 2.03 times the baseline's CPU);
 	// without it, the issue's absolute figure, scaled to the size.

@@ -150,8 +150,8 @@ type sizeRun struct {
 // namespace controller to delete them), so that the memory per cached
 // workload could not be read off. The size is measured in rounds (a fresh
 // manager between two raw runs) and judged on the medians: one run's raw
-// time alone varies by ±15 % on this machine, and drifts up as the runs'
-// writes pile up (see round).
+// time alone varies from run to run on a shared machine, and drifts up as
+// the runs' writes pile up (see round).
 func runSize(b *testing.B, bin string, full int) {
 	ctx := context.Background()
 	workloads := max(perNamespace, benchkit.Size(b, fmt.Sprintf("nsscaler_%d", full), full)/perNamespace*perNamespace)

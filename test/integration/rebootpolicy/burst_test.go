@@ -26,7 +26,7 @@ import (
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 	rbpcontroller "github.com/runbook-dev/runbook/internal/controller/rebootpolicy"
-	"github.com/runbook-dev/runbook/internal/netpolicy"
+	"github.com/runbook-dev/runbook/internal/egress"
 )
 
 // burstManager runs a second manager in this process with the admin's
@@ -51,13 +51,13 @@ func burstManager(t *testing.T, ns string, limit int) *rbpcontroller.Reconciler 
 	if err != nil {
 		t.Fatal(err)
 	}
-	allow, err := netpolicy.ParseRules(external.Listener.Addr().String())
+	allow, err := egress.ParseRules(external.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	r, err := rbpcontroller.Setup(mgr, rbpcontroller.Options{
 		Probes:     rbpcontroller.ProbeSettings{OperatorNamespace: operatorNamespace},
-		Network:    netpolicy.Settings{Allow: allow},
+		Network:    egress.Settings{Allow: allow},
 		Limits:     rbpcontroller.Limits{MinPeriod: time.Second, MaxPerNamespace: limit},
 		Clock:      clock.RealClock{},
 		Metrics:    rbpcontroller.NewMetrics(),
