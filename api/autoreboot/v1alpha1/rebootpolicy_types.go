@@ -57,6 +57,11 @@ const (
 	// ReasonDSNNotAllowed: the DSN sets a parameter the manager refuses
 	// (one that reads files or widens what a statement can do).
 	ReasonDSNNotAllowed = "DSNNotAllowed"
+	// ReasonDSNTooPowerful: the DSN's database user may act outside the
+	// database's own data (superuser, server files or programs, FILE,
+	// SUPER, PROCESS, write privileges) and the admin did not allow such
+	// users (--sql-allow-powerful-users).
+	ReasonDSNTooPowerful = "DSNTooPowerful"
 	// ReasonInvalidDSN: the driver cannot parse the DSN.
 	ReasonInvalidDSN = "InvalidDSN"
 	// ReasonQueryFailed: the database could not run the query.
