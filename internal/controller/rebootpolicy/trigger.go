@@ -259,7 +259,10 @@ func (t *triggerState) observeReferenced(o observation, now time.Time) bool {
 		case prev.Fingerprint != to.fingerprint:
 			p.FireSeq++
 			ts.FireSeq, ts.FiredAt = p.FireSeq, now
-			ts.Change = t.addChange(prev.Change, cmp.Or(to.change.since(prev.Fingerprint), "referenced data changed"))
+			// Merged with an earlier pending fire of the target in status
+			// (mergeTargets): merging here could revive the change of a
+			// fire whose restart is done.
+			ts.Change = truncate(cmp.Or(to.change.since(prev.Fingerprint), "referenced data changed"), maxChangeText)
 			changes = appendOnce(changes, ts.Change)
 			changed, fired = true, true
 		default:
