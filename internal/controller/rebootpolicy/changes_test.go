@@ -302,3 +302,25 @@ func TestTriggeredEventNamesWhatChanged(t *testing.T) {
 		t.Fatalf("notes\n%s\nwant\n%s", strings.Join(notes, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// With --referenced-secrets-without-label a missing Secret is a missing
+// reference like a ConfigMap, and its deletion is named.
+func TestReferencedSecretDeletionIsNamedWhenUnlabelledSecretsCount(t *testing.T) {
+	ctx := context.Background()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cfg"}, Data: map[string]string{"used": "1"}}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "creds"}, Data: map[string][]byte{"pw": []byte("pw-value")}}
+	fx := newRefFixture(t, autorebootv1alpha1.TargetRef{Kind: autorebootv1alpha1.KindDeployment, Name: "web"},
+		ReferencedSettings{SecretsWithoutLabel: true}, cm, sec, referencingDeployment("web", "cfg", "creds"))
+	st := newTriggerState(referencedTrigger, 1, 1, policyState{})
+	now := time.Now()
+	st.observe(fx.prober.probe(ctx), now)
+	if err := fx.c.Delete(ctx, sec); err != nil {
+		t.Fatal(err)
+	}
+	if !st.observe(fx.prober.probe(ctx), now) || st.published.FireSeq != 1 {
+		t.Fatalf("no fire: %+v", st.published)
+	}
+	if got := st.published.Targets["web"].Change; got != "Secret creds deleted" {
+		t.Fatalf("%q", got)
+	}
+}
