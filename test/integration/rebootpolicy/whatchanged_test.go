@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -112,4 +113,57 @@ func firstPolicy(t *testing.T, ns string) autorebootv1alpha1.PolicyStatus {
 		return ps[0]
 	}
 	return autorebootv1alpha1.PolicyStatus{}
+}
+
+// TestWhatChangedAcrossManagerRestarts runs the real manager binary: a fire
+// recorded in status keeps naming its change when another manager makes
+// the restart; a change made while no manager runs still fires once the
+// next one starts, and says the keys are unknown (per-key digests live in
+// memory only).
+func TestWhatChangedAcrossManagerRestarts(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	bin, kubeconfig := managerBinary(t)
+	ns := createNamespace(t, "named-restart")
+	createFleet(t, ns, 1)
+	first := startBinary(t, bin, kubeconfig, ns)
+	defer func() { first.DumpLogsOnFailure(t.Failed()) }()
+	rbp := binaryRBP(ns, "rbp", fleetTarget())
+	// The restart waits for the settle delay, so that the fire is in
+	// status and the restart still to be made when the manager dies.
+	rbp.Spec.SettleDelay = &metav1.Duration{Duration: time.Hour}
+	g.Expect(createRBP(t, rbp)).To(Succeed())
+	trackedTargets(t, ns, "rbp", 1)
+
+	setData(t, ns, "shared", "v", "value-"+suffix())
+	change := "ConfigMap shared: key v changed"
+	g.Eventually(func() []autorebootv1alpha1.ReferencedTargetStatus { return firstPolicy(t, ns).Targets }, timeout, interval).Should(
+		ConsistOf(And(HaveField("PendingTrigger", true), HaveField("LastChange", change))))
+	first.Kill()
+
+	// The next manager finds the fire in status and restarts at once.
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := getRBP(t, ns, "rbp")
+		cur.Spec.SettleDelay = &metav1.Duration{}
+		return k8s.Update(ctx, cur)
+	})).To(Succeed())
+	second := startBinary(t, bin, kubeconfig, ns)
+	g.Eventually(func() []string { return eventNotes(ns, "d00", autorebootv1alpha1.EventRestarted) }, timeout, interval).Should(
+		ConsistOf("restarted by RebootPolicy rbp (policies: refs (" + change + "))"))
+	markRolledOut(t, newDeployment(ns, "d00"))
+	g.Expect(second.Stop()).To(Succeed())
+	second.DumpLogsOnFailure(t.Failed())
+
+	// Changed while no manager runs.
+	setData(t, ns, "shared", "v", "value-"+suffix())
+	third := startBinary(t, bin, kubeconfig, ns)
+	defer func() {
+		g.Expect(third.Stop()).To(Succeed())
+		third.DumpLogsOnFailure(t.Failed())
+	}()
+	g.Eventually(func() []string { return eventNotes(ns, "d00", autorebootv1alpha1.EventRestarted) }, timeout, interval).Should(
+		ContainElement("restarted by RebootPolicy rbp (policies: refs (referenced data changed (which keys is unknown: the manager had not seen the previous data)))"))
+	g.Eventually(func() int64 { return getRBP(t, ns, "rbp").Status.RestartCount }, timeout, interval).Should(Equal(int64(2)))
+	markRolledOut(t, newDeployment(ns, "d00"))
+
 }
