@@ -153,12 +153,12 @@ func (c changeNote) since(baseline string) string {
 // restart is for.
 func mergeChange(old, cur string) string {
 	switch {
-	case cur == "", old == cur, strings.Contains(old, cur):
-		if old == "" {
-			return cur
-		}
-		return old
 	case old == "":
+		return truncate(cur, maxChangeText)
+	case cur == "", strings.Contains(old, cur):
+		return old
+	case strings.Contains(cur, old):
+		// cur already merged old (the worker merges fires that wait).
 		return truncate(cur, maxChangeText)
 	}
 	return truncate(old+"; "+cur, maxChangeText)

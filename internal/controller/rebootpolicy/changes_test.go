@@ -119,6 +119,7 @@ func TestMergeChange(t *testing.T) {
 		{"a", "a", "a"},
 		{"a; b", "b", "a; b"},
 		{"a", "b", "a; b"},
+		{"a", "a; b", "a; b"},
 	} {
 		if got := mergeChange(tc.old, tc.cur); got != tc.want {
 			t.Errorf("mergeChange(%q, %q) = %q, want %q", tc.old, tc.cur, got, tc.want)
@@ -322,5 +323,29 @@ func TestReferencedSecretDeletionIsNamedWhenUnlabelledSecretsCount(t *testing.T)
 	}
 	if got := st.published.Targets["web"].Change; got != "Secret creds deleted" {
 		t.Fatalf("%q", got)
+	}
+}
+
+// Two changes before the restart: the worker merges them while the first
+// waits, and status does not repeat the first.
+func TestWatchFiresThatWaitAreNamedOnce(t *testing.T) {
+	k := testKeyFor(t)
+	fp := func(s string) string { return k.FormatHex(s) }
+	st := newTriggerState(changeTrigger, 1, 1, policyState{Fingerprint: fp("00")})
+	now := time.Now()
+	obs := func(from, to, text string) observation {
+		return observation{result: ok, fingerprint: fp(to), change: changeNote{base: fp(from), text: text, what: "ConfigMap app"}}
+	}
+	st.observe(obs("00", "01", "ConfigMap app: key a changed"), now)
+	ps := &autorebootv1alpha1.PolicyStatus{Name: "cfg"}
+	mergeFire(ps, now, true, st.published.Change)
+	st.merging = true // the restart is pending in status
+	st.observe(obs("01", "02", "ConfigMap app: key b changed"), now)
+	if st.published.Change != "ConfigMap app: key a changed; ConfigMap app: key b changed" {
+		t.Fatalf("worker: %q", st.published.Change)
+	}
+	mergeFire(ps, now, true, st.published.Change)
+	if ps.LastChange != "ConfigMap app: key a changed; ConfigMap app: key b changed" {
+		t.Fatalf("status: %q", ps.LastChange)
 	}
 }
