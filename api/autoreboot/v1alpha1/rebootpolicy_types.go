@@ -412,6 +412,13 @@ type PolicyStatus struct {
 	// trigger was seen: the settle delay counts from it.
 	// +optional
 	LastChangeTime *metav1.Time `json:"lastChangeTime,omitempty"`
+	// LastChange names what the last fire of a watch trigger was about
+	// (and the fires merged into its pending restart): the ConfigMap or
+	// Secret and the keys that changed, were added or removed — names
+	// only, never values.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	LastChange string `json:"lastChange,omitempty"`
 	// Targets are the per-target baselines and pending changes of a
 	// referenced trigger.
 	// +listType=map
