@@ -121,6 +121,8 @@ func checkChartRule(t *testing.T, rendered string) {
 	}
 	chart := parseRule(t, []byte(ruleDoc))
 	const job = `job="ops-runbook-controller-manager-metrics-service"`
+	// The release's own Lease: two releases in a namespace must not share one.
+	const lease = `name="ops-runbook.runbook.dev"`
 	got := chart.rules()
 	want := loadRules(t)
 	if len(got) != len(want) {
@@ -128,11 +130,15 @@ func checkChartRule(t *testing.T, rendered string) {
 	}
 	for i := range want {
 		w := strings.ReplaceAll(want[i].Expr, `job="`+managerJob+`"`, job)
+		w = strings.ReplaceAll(w, `name="runbook.runbook.dev"`, lease)
 		if got[i].Alert != want[i].Alert || got[i].Expr != w || got[i].For != want[i].For || got[i].Annotations["description"] != want[i].Annotations["description"] {
 			t.Errorf("chart rule %d:\n got %+v\nwant %+v (job %s)", i, got[i], want[i], job)
 		}
 		if strings.Contains(want[i].Expr, "job=") && !strings.Contains(got[i].Expr, job) {
 			t.Errorf("%s: the chart's expression does not select its own job %s: %s", got[i].Alert, job, got[i].Expr)
+		}
+		if strings.Contains(want[i].Expr, "leader_election_master_status") && !strings.Contains(got[i].Expr, lease) {
+			t.Errorf("%s: the chart's expression does not select its own Lease %s: %s", got[i].Alert, lease, got[i].Expr)
 		}
 	}
 }
