@@ -125,6 +125,10 @@ type NSScalerSpec struct {
 	// +optional
 	// +kubebuilder:default=Enforce
 	Mode Mode `json:"mode,omitempty"`
+
+	// Prices turn status.savings into money (see SavingsPrices).
+	// +optional
+	Prices *SavingsPrices `json:"prices,omitempty"`
 }
 
 // Condition types of an NSScaler.
@@ -305,6 +309,10 @@ type NSScalerStatus struct {
 	// DryRun says what a DryRun NSScaler would do now.
 	// +optional
 	DryRun *DryRunStatus `json:"dryRun,omitempty"`
+
+	// Savings is what parking did not run (see SavingsStatus).
+	// +optional
+	Savings *SavingsStatus `json:"savings,omitempty"`
 }
 
 // NSScaler parks every workload of the selected namespaces except a
