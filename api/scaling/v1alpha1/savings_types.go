@@ -75,8 +75,8 @@ type NamespaceSavings struct {
 // resized in a parked namespace): readers add each namespace's open
 // interval themselves (kubectl runbook savings, the metrics).
 type SavingsStatus struct {
-	// Since is when the NSScaler began counting (its first reconcile by a
-	// controller that counts savings): the totals cover the time since.
+	// Since is when the report began: the first park this NSScaler's
+	// controller counted. The totals cover the time since.
 	Since metav1.Time `json:"since"`
 
 	// The totals of every closed interval of every namespace, including

@@ -57,13 +57,17 @@ func (o *observation) addSaved(namespace string, r savings.Rate) {
 }
 
 // nextSavings is status.savings after a reconcile that saw rates (per
-// namespace) at now: equal to prev (nothing to write) unless a rate
-// changed. owned are the namespaces the NSScaler owns: a namespace with
+// namespace) at now: equal to prev (nothing to write) unless a rate or the
+// prices changed; nil until something is parked. owned are the namespaces the NSScaler owns: a namespace with
 // nothing parked keeps its entry while owned, and is folded into the
 // NSScaler's totals once it is not (the list stays as long as the
 // namespaces the NSScaler selects).
 func nextSavings(prev *scalingv1alpha1.SavingsStatus, rates map[string]savings.Rate, owned sets.Set[string], now time.Time, prices *scalingv1alpha1.SavingsPrices) *scalingv1alpha1.SavingsStatus {
 	now = savings.Instant(now)
+	if prev == nil && len(rates) == 0 {
+		// Nothing counted yet: the report starts with the first park.
+		return nil
+	}
 	var out scalingv1alpha1.SavingsStatus
 	if prev != nil {
 		prev.DeepCopyInto(&out)
