@@ -14,12 +14,12 @@ type SavingsPrices struct {
 
 	// CPUCoreHour is the price of one requested CPU core for one hour.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="quantity(self).isGreaterThan(quantity('0')) || quantity(self).compareTo(quantity('0')) == 0",message="must not be negative"
+	// +kubebuilder:validation:XValidation:rule="!quantity(string(self)).isLessThan(quantity('0'))",message="must not be negative"
 	CPUCoreHour *resource.Quantity `json:"cpuCoreHour,omitempty"`
 
 	// MemoryGiBHour is the price of one requested GiB of memory for one hour.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="quantity(self).isGreaterThan(quantity('0')) || quantity(self).compareTo(quantity('0')) == 0",message="must not be negative"
+	// +kubebuilder:validation:XValidation:rule="!quantity(string(self)).isLessThan(quantity('0'))",message="must not be negative"
 	MemoryGiBHour *resource.Quantity `json:"memoryGiBHour,omitempty"`
 }
 
