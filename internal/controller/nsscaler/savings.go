@@ -27,8 +27,8 @@ import (
 // next status write (an undercount, never a double count).
 
 // savedRate is what a workload held parked by this decision does not run:
-// its recorded original replicas, less the replicas a parked workload keeps,
-// times one pod's requests. Only Deployments and StatefulSets are counted
+// its recorded original replicas, less those it keeps parked (d.Keep:
+// spec.parkedReplicas), times one pod's requests. Only Deployments and StatefulSets are counted
 // (a CronJob's pods come and go; a custom resource's or a KEDA target's pod
 // template is not read).
 func (p *workloadPass) savedRate(w Workload, d Decision) savings.Rate {
@@ -42,7 +42,7 @@ func (p *workloadPass) savedRate(w Workload, d Decision) savings.Rate {
 	if orig.Replicas == nil {
 		return savings.Rate{}
 	}
-	return w.Requests.Of(int64(*orig.Replicas) - int64(p.parkedReplicas))
+	return w.Requests.Of(int64(*orig.Replicas) - int64(d.Keep))
 }
 
 // addSaved counts a workload held parked into its namespace's rate.

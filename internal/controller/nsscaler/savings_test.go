@@ -25,19 +25,18 @@ func TestSavedRate(t *testing.T) {
 		name string
 		w    Workload
 		d    Decision
-		keep int32
 		want savings.Rate
 	}{
-		{"held parked: the recorded original counts", deploy, Decision{Target: true, Original: three}, 0, small.Of(3)},
-		{"parked now: the original being recorded counts", Workload{Kind: kindStatefulSet, Requests: small, Replicas: 3}, Decision{Action: ActionPark, Target: true, Record: &three}, 0, small.Of(3)},
-		{"parked to N: the replicas above N count", deploy, Decision{Target: true, Original: three}, 1, small.Of(2)},
-		{"already at N: nothing", deploy, Decision{Target: true, Original: three}, 3, savings.Rate{}},
-		{"not a target: nothing", deploy, Decision{Action: ActionRestore, Original: three}, 0, savings.Rate{}},
-		{"a CronJob: nothing", Workload{Kind: kindCronJob, Requests: small}, Decision{Target: true, Original: SuspendOriginal(false, "me")}, 0, savings.Rate{}},
-		{"a custom kind: nothing", Workload{Kind: KindKey{Group: "x.io", Kind: "Widget"}, Requests: small}, Decision{Target: true, Original: three}, 0, savings.Rate{}},
+		{"held parked: the recorded original counts", deploy, Decision{Target: true, Original: three}, small.Of(3)},
+		{"parked now: the original being recorded counts", Workload{Kind: kindStatefulSet, Requests: small, Replicas: 3}, Decision{Action: ActionPark, Target: true, Record: &three}, small.Of(3)},
+		{"parked to N: the replicas above N count", deploy, Decision{Target: true, Original: three, Keep: 1}, small.Of(2)},
+		{"left at N: nothing", Workload{Kind: kindDeployment, Requests: small, Replicas: 1}, Decision{Keep: 1, AtOrBelow: true}, savings.Rate{}},
+		{"not a target: nothing", deploy, Decision{Action: ActionRestore, Original: three}, savings.Rate{}},
+		{"a CronJob: nothing", Workload{Kind: kindCronJob, Requests: small}, Decision{Target: true, Original: SuspendOriginal(false, "me")}, savings.Rate{}},
+		{"a custom kind: nothing", Workload{Kind: KindKey{Group: "x.io", Kind: "Widget"}, Requests: small}, Decision{Target: true, Original: three}, savings.Rate{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := &workloadPass{parkedReplicas: tc.keep}
+			p := &workloadPass{}
 			if got := p.savedRate(tc.w, tc.d); got != tc.want {
 				t.Fatalf("got %+v, want %+v", got, tc.want)
 			}

@@ -130,8 +130,9 @@ func TestSavingsParkRestartRestore(t *testing.T) {
 }
 
 // TestSavingsPricesAndAHostileRequest: prices turn the totals into money;
-// a Deployment whose template requests an absurd amount saturates its own
-// namespace's figures and leaves the other namespace's exact.
+// parkedReplicas: 1 counts only the replicas above it; a Deployment whose
+// template requests an absurd amount saturates its own namespace's figures
+// and leaves the other namespace's exact.
 func TestSavingsPricesAndAHostileRequest(t *testing.T) {
 	t0 := mustParse(t, "2026-12-02T20:00:00Z")
 	clk := clocktesting.NewFakeClock(t0)
@@ -145,7 +146,7 @@ func TestSavingsPricesAndAHostileRequest(t *testing.T) {
 	}
 	createRequestingDeployment(t, good, "web", 2, "1", "1Gi")
 	createRequestingDeployment(t, bad, "hog", 1000, "9e15", "1Ei")
-	createScaler(t, name, scalingv1alpha1.NSScalerSpec{NamespacePrefix: p, Prices: &scalingv1alpha1.SavingsPrices{
+	createScaler(t, name, scalingv1alpha1.NSScalerSpec{NamespacePrefix: p, ParkedReplicas: 1, Prices: &scalingv1alpha1.SavingsPrices{
 		Currency: "EUR", CPUCoreHour: ptr.To(resource.MustParse("0.04")), MemoryGiBHour: ptr.To(resource.MustParse("0.005"))}})
 	g.Eventually(func(g Gomega) {
 		g.Expect(getScaler(g, name).Status.Savings).NotTo(BeNil())
@@ -161,16 +162,17 @@ func TestSavingsPricesAndAHostileRequest(t *testing.T) {
 		for _, n := range s.Namespaces {
 			byName[n.Namespace] = n
 		}
-		expectSavings(g, byName[good].SavingsTotals, "6", "6", "6")
+		// 2 replicas parked to 1: one pod of 1 core and 1Gi for 3h.
+		expectSavings(g, byName[good].SavingsTotals, "3", "3", "3")
 		g.Expect(byName[good].RateSince).To(BeNil())
 		hog := byName[bad]
-		g.Expect(hog.CurrentRate.Pods).To(Equal(int64(1000)))
+		g.Expect(hog.CurrentRate.Pods).To(Equal(int64(999)))
 		g.Expect(hog.CurrentRate.CPU.MilliValue()).To(BeNumerically("==", int64(1<<63-1)), "saturated, not wrapped")
-		// 2 × 1 core × 3h × 0.04 + 2 × 1 GiB × 3h × 0.005 = 0.27, plus the
-		// hog's open interval priced per hour only.
+		// 3 core-hours × 0.04 + 3 GiB-hours × 0.005 = 0.135; the hog's
+		// open interval is in perHour only.
 		g.Expect(s.Money).NotTo(BeNil())
 		g.Expect(s.Money.Currency).To(Equal("EUR"))
-		g.Expect(s.Money.Total.Cmp(resource.MustParse("0.27"))).To(BeZero(), "total %s", &s.Money.Total)
+		g.Expect(s.Money.Total.Cmp(resource.MustParse("0.135"))).To(BeZero(), "total %s", &s.Money.Total)
 	}, timeout, poll).Should(Succeed())
 }
 
