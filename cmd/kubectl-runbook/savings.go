@@ -161,17 +161,19 @@ func printSavings(w io.Writer, rows []SavingsRow, output string) error {
 	if priced {
 		header += "\tCOST"
 	}
-	fmt.Fprintln(tw, header+"\tSINCE")
+	_, _ = fmt.Fprintln(tw, header+"\tSINCE")
 	for _, r := range rows {
-		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", r.NSScaler, r.Namespace, strconv.FormatInt(r.ParkedPods, 10), r.PodHours, r.CPUCoreHours, r.MemoryGiBHours)
+		// Status is the controller's, but printed as status prints: no
+		// control character reaches the terminal.
+		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", printable(r.NSScaler), printable(r.Namespace), strconv.FormatInt(r.ParkedPods, 10), r.PodHours, r.CPUCoreHours, r.MemoryGiBHours)
 		if priced {
 			cost := "-"
 			if r.Cost != "" {
-				cost = r.Cost + " " + r.Currency
+				cost = r.Cost + " " + printable(r.Currency)
 			}
 			line += "\t" + cost
 		}
-		fmt.Fprintln(tw, line+"\t"+r.Since)
+		_, _ = fmt.Fprintln(tw, line+"\t"+r.Since)
 	}
 	return tw.Flush()
 }
