@@ -61,6 +61,7 @@ type rebootPolicyFlags struct {
 	sqlMaxRows      *int
 	sqlMaxRowBytes  *int
 	sqlMaxResult    *int
+	sqlPowerful     *bool
 	fingerprintKey  *string
 	workers         *int
 	// Referenced triggers, restart governance and notifications.
@@ -98,6 +99,8 @@ func bindRebootPolicyFlags(fs *flag.FlagSet) *rebootPolicyFlags {
 			"Most bytes one row of an sql trigger's result may have."),
 		sqlMaxResult: fs.Int("sql-max-result-bytes", sqlguard.DefaultMaxResultBytes,
 			"Most bytes an sql trigger's whole result may have."),
+		sqlPowerful: fs.Bool("sql-allow-powerful-users", false,
+			"Let sql triggers use DSNs whose user may act outside the database's own data (superuser, server files or programs, FILE, SUPER, PROCESS, write privileges); refused as DSNTooPowerful otherwise."),
 		fingerprintKey: fs.String("fingerprint-key-secret", fingerprint.DefaultSecretName,
 			"Secret in --operator-namespace holding the key of RebootPolicy fingerprints (created if missing)."),
 		workers: fs.Int("rebootpolicy-max-concurrent-reconciles", rebootpolicy.DefaultMaxConcurrentReconciles,
@@ -134,6 +137,7 @@ func (f *rebootPolicyFlags) options(operatorNamespace string) (rebootpolicy.Opti
 			SQL: rebootpolicy.SQLSettings{
 				Limits:           sqlguard.Limits{MaxRows: *f.sqlMaxRows, MaxRowBytes: *f.sqlMaxRowBytes, MaxResultBytes: *f.sqlMaxResult},
 				AllowUnixSockets: network.AllowUnixSockets,
+				AllowPowerful:    *f.sqlPowerful,
 			},
 			Referenced: rebootpolicy.ReferencedSettings{
 				SecretsWithoutLabel: *f.secretsNoLabel, WatchSecrets: *f.watchSecrets,

@@ -204,6 +204,10 @@ func (d *demo) runPhases(ctx context.Context) error {
 		if err := prepareDemoTable(ctx); err != nil {
 			_, _ = fmt.Fprintf(d.out, "    warning: %v\n    the sql sample stays Degraded until MariaDB answers (.ci/run shows how to start it)\n", err)
 		}
+		d.say("creating the read-only login runbook_probe in PostgreSQL (%s) for the postgres sample", postgresAddr)
+		if err := preparePostgresUser(ctx); err != nil {
+			_, _ = fmt.Fprintf(d.out, "    warning: %v\n    the postgres sample stays Degraded until PostgreSQL answers\n", err)
+		}
 	}
 	health, moved, err := startDemoHealthServer()
 	if err != nil {

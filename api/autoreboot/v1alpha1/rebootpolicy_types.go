@@ -57,6 +57,11 @@ const (
 	// ReasonDSNNotAllowed: the DSN sets a parameter the manager refuses
 	// (one that reads files or widens what a statement can do).
 	ReasonDSNNotAllowed = "DSNNotAllowed"
+	// ReasonDSNTooPowerful: the DSN's database user may act outside the
+	// database's own data (superuser, server files or programs, FILE,
+	// SUPER, PROCESS, write privileges) and the admin did not allow such
+	// users (--sql-allow-powerful-users).
+	ReasonDSNTooPowerful = "DSNTooPowerful"
 	// ReasonInvalidDSN: the driver cannot parse the DSN.
 	ReasonInvalidDSN = "InvalidDSN"
 	// ReasonQueryFailed: the database could not run the query.
@@ -407,6 +412,13 @@ type PolicyStatus struct {
 	// trigger was seen: the settle delay counts from it.
 	// +optional
 	LastChangeTime *metav1.Time `json:"lastChangeTime,omitempty"`
+	// LastChange names what the last fire of a watch trigger was about
+	// (and the fires merged into its pending restart): the ConfigMap or
+	// Secret and the keys that changed, were added or removed — names
+	// only, never values.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	LastChange string `json:"lastChange,omitempty"`
 	// Targets are the per-target baselines and pending changes of a
 	// referenced trigger.
 	// +listType=map

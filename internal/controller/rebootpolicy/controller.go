@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -78,6 +79,8 @@ type Reconciler struct {
 	// requests remembers the last refused (too long) restart request per
 	// RebootPolicy, so that it is reported once.
 	requests *requestLog
+	// admission serialises the namespace limit's decisions per namespace.
+	admission namespaceLocks
 }
 
 // +kubebuilder:rbac:groups=autoreboot.runbook.dev,resources=rebootpolicies,verbs=get;list;watch
@@ -203,17 +206,50 @@ func (r *Reconciler) suspend(ctx context.Context, p *pass) (ctrl.Result, error) 
 // syncWorkers makes the workers match the spec and copies what they
 // published into status.
 func (r *Reconciler) syncWorkers(ctx context.Context, p *pass) error {
-	specs, refused, err := r.workerSpecs(ctx, p.rbp)
+	nn := client.ObjectKeyFromObject(p.rbp)
+	refused, err := r.ensureWorkers(ctx, p.rbp)
 	if err != nil {
 		return err
 	}
-	nn := client.ObjectKeyFromObject(p.rbp)
-	r.Workers.Ensure(nn, specs)
 	p.refused = refused
 	p.acks = r.mergeWorkerStates(p.rbp, r.Workers.Snapshot(nn), refused)
 	p.fresh = len(p.acks) > 0
 	p.notes = policyNotes(p.persisted, p.rbp)
 	return nil
+}
+
+// ensureWorkers starts and stops rbp's workers as its admitted policies
+// say. With a namespace limit, the decision and the workers it starts are
+// one step under the namespace's admission lock (see admitLocked).
+func (r *Reconciler) ensureWorkers(ctx context.Context, rbp *autorebootv1alpha1.RebootPolicy) (map[string]refusal, error) {
+	nn := client.ObjectKeyFromObject(rbp)
+	if r.Limits.MaxPerNamespace <= 0 {
+		admitted, err := r.admitted(ctx, rbp)
+		if err != nil {
+			return nil, err
+		}
+		specs, refused := r.workerSpecs(rbp, admitted)
+		r.Workers.Ensure(nn, specs)
+		return refused, nil
+	}
+	// The slots are computed and applied under the namespace's admission
+	// lock: a later decision always rests on a cache at least as new.
+	// Applying stops every running worker of the namespace that the same
+	// decision leaves without a slot (a policy admitted on a cache that
+	// had not yet seen an older RebootPolicy gives its slot back as soon
+	// as a reconcile sees that one) in the same step that starts rbp's:
+	// the namespace's running workers never exceed the limit.
+	unlock := r.admission.lock(rbp.Namespace)
+	s, err := r.namespaceSlots(ctx, rbp.Namespace)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	specs, refused := r.workerSpecs(rbp, s.of(rbp))
+	displaced := r.Workers.Admit(nn, s.has, specs)
+	unlock()
+	r.Workers.Requeue(slices.DeleteFunc(displaced, func(o types.NamespacedName) bool { return o == nn }))
+	return refused, nil
 }
 
 // observeTargets reads the targets and decides about a pending trigger.

@@ -310,7 +310,7 @@ func TestReferencedChangeRestartsOnlyItsTarget(t *testing.T) {
 	f := newFakeProbers()
 	k := testKeyFor(t)
 	obs := func(a, b string) observation {
-		return observation{result: ok, message: "tracking", targets: []targetObservation{{"d00", "r", k.FormatHex(a)}, {"d01", "r", k.FormatHex(b)}}}
+		return observation{result: ok, message: "tracking", targets: []targetObservation{{name: "d00", references: "r", fingerprint: k.FormatHex(a)}, {name: "d01", references: "r", fingerprint: k.FormatHex(b)}}}
 	}
 	rbp := probePolicy()
 	rbp.Spec.Target = selectorTarget()

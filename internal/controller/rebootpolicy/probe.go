@@ -78,6 +78,9 @@ type SQLSettings struct {
 	// AllowUnixSockets lists the database sockets DSNs may name; they must
 	// also be allowed by the network policy.
 	AllowUnixSockets []string
+	// AllowPowerful accepts DSNs whose user may act outside the database's
+	// own data (sqlguard.Options.AllowPowerfulUser).
+	AllowPowerful bool
 }
 
 // probers is the production proberFactory.

@@ -124,7 +124,7 @@ func TestReferencedKeyChangeRestartsUnreferencedKeyDoesNot(t *testing.T) {
 	g.Eventually(func() int64 { return getRBP(t, ns, "rbp").Status.RestartCount }, timeout, interval).Should(Equal(int64(1)))
 	// The fire and its restart in one event.
 	g.Eventually(func() []string { return eventNotes(ns, "rbp", autorebootv1alpha1.EventRestarted) }, timeout, interval).Should(
-		ContainElement("policy refs fired: referenced data of Deployment web changed; restarted Deployment web (policies: refs)"))
+		ContainElement("policy refs fired: Deployment web: ConfigMap app: key used changed; restarted Deployment web (policies: refs (ConfigMap app: key used changed))"))
 }
 
 func TestReferencedNewVolumeReferenceStartsTracking(t *testing.T) {
