@@ -102,10 +102,13 @@ func TestSavingsParkRestartRestore(t *testing.T) {
 	before := getScaler(g, name)
 	first.stop(t)
 
-	second := startManager(t, managerOptions{clock: clk})
-	// The new manager has reconciled once its counters exist; they continue
-	// from the status, and the status did not change.
+	requests := &requestLog{}
+	second := startManager(t, managerOptions{clock: clk, requests: requests})
+	// The new manager has reconciled once its counters exist (they are set
+	// after the status write); they continue from the status, and the status
+	// was not written: an hour of parking changes nothing in it.
 	g.Eventually(func() float64 { return savedCounter(second.metrics, "pod_hours", name, ns) }, timeout, poll).Should(Equal(3.0))
+	g.Expect(requests.writes("/nsscalers/" + name)).To(BeEmpty())
 	after := getScaler(g, name)
 	g.Expect(after.Status.Savings).To(Equal(before.Status.Savings))
 	expectSavings(g, after.Status.Savings.SavingsTotals, "0", "0", "0")
@@ -121,6 +124,8 @@ func TestSavingsParkRestartRestore(t *testing.T) {
 		expectSavings(g, s.Namespaces[0].SavingsTotals, "6", "1.5", "0.75")
 	}, timeout, poll).Should(Succeed())
 	g.Expect(deploymentState(g, ns, "web")).To(Equal(state{Replicas: 3}))
+	// Positive control: the restore's status write is in the log.
+	g.Expect(requests.writes("/nsscalers/"+name, "/status")).NotTo(BeEmpty())
 
 	// Awake, time adds nothing.
 	clk.SetTime(t0.Add(5 * time.Hour))
