@@ -103,6 +103,7 @@ func newRootCommand(env *environment) *cobra.Command {
   kubectl runbook wake NS --for 2h       let a parked namespace run for a while
   kubectl runbook park NS                end that early
   kubectl runbook unpark NS              let it run until its NSScaler's schedule wakes it anyway
+  kubectl runbook savings                what parking did not run, per namespace and in total
 
 Every command that writes takes --dry-run (a server-side dry run).
 
@@ -111,6 +112,6 @@ docs/plugin.md describes every command.`,
 		SilenceErrors: true,
 	}
 	conn.bind(root)
-	root.AddCommand(newStatusCommand(conn), newRestartCommand(conn, env), newWakeCommand(conn, env), newParkCommand(conn, env), newUnparkCommand(conn, env))
+	root.AddCommand(newStatusCommand(conn), newRestartCommand(conn, env), newWakeCommand(conn, env), newParkCommand(conn, env), newUnparkCommand(conn, env), newSavingsCommand(conn, env))
 	return root
 }

@@ -147,6 +147,10 @@ type NSScalerSpec struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('24h')",message="gracePeriod must be at most 24h"
 	GracePeriod *metav1.Duration `json:"gracePeriod,omitempty"`
+
+	// Prices turn status.savings into money (see SavingsPrices).
+	// +optional
+	Prices *SavingsPrices `json:"prices,omitempty"`
 }
 
 // Condition types of an NSScaler.
@@ -359,6 +363,10 @@ type NSScalerStatus struct {
 	// workloadsInGrace has the full count).
 	// +optional
 	InGrace []NamespaceGrace `json:"inGrace,omitempty"`
+
+	// Savings is what parking did not run (see SavingsStatus).
+	// +optional
+	Savings *SavingsStatus `json:"savings,omitempty"`
 }
 
 // NSScaler parks every workload of the selected namespaces except a

@@ -6,6 +6,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
+
+	"github.com/runbook-dev/runbook/internal/savings"
 )
 
 // cachedWorkload is what the workload cache holds of a Deployment,
@@ -23,6 +25,9 @@ type cachedWorkload struct {
 	// (Deployments, StatefulSets); Suspend is a CronJob's spec.suspend.
 	Replicas int32
 	Suspend  bool
+	// Requests are one pod's effective requests, computed from the pod
+	// template before the transform dropped it.
+	Requests savings.Requests
 }
 
 // DeepCopyObject implements runtime.Object.
@@ -32,16 +37,17 @@ func (c *cachedWorkload) DeepCopyObject() runtime.Object {
 	return &out
 }
 
-// compactWorkload turns a trimmed built-in workload into a cachedWorkload;
-// anything else (a custom resource, a namespace, an object already
+// compactWorkload turns a trimmed built-in workload into a cachedWorkload
+// with requests, the effective requests of one of its pods (read before the
+// trim); anything else (a custom resource, a namespace, an object already
 // compacted: a transform must accept its own output) is returned as is.
-func compactWorkload(o any) any {
+func compactWorkload(o any, requests savings.Requests) any {
 	var c *cachedWorkload
 	switch obj := o.(type) {
 	case *appsv1.Deployment:
-		c = &cachedWorkload{TypeMeta: obj.TypeMeta, ObjectMeta: obj.ObjectMeta, Replicas: replicasOrDefault(obj.Spec.Replicas)}
+		c = &cachedWorkload{TypeMeta: obj.TypeMeta, ObjectMeta: obj.ObjectMeta, Replicas: replicasOrDefault(obj.Spec.Replicas), Requests: requests}
 	case *appsv1.StatefulSet:
-		c = &cachedWorkload{TypeMeta: obj.TypeMeta, ObjectMeta: obj.ObjectMeta, Replicas: replicasOrDefault(obj.Spec.Replicas)}
+		c = &cachedWorkload{TypeMeta: obj.TypeMeta, ObjectMeta: obj.ObjectMeta, Replicas: replicasOrDefault(obj.Spec.Replicas), Requests: requests}
 	case *batchv1.CronJob:
 		c = &cachedWorkload{TypeMeta: obj.TypeMeta, ObjectMeta: obj.ObjectMeta, Suspend: ptr.Deref(obj.Spec.Suspend, false)}
 	default:

@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/runbook-dev/runbook/internal/savings"
 )
 
 // The cache holds built-in workloads compacted; the controller reads the
@@ -48,7 +50,7 @@ func TestCompactWorkloadReadsTheSame(t *testing.T) {
 			if got := tt.h.toWorkload(c); !equalWorkloads(got, want) {
 				t.Errorf("read %+v from the cache, want %+v", got, want)
 			}
-			if again := compactWorkload(c); again != any(c) {
+			if again := compactWorkload(c, savings.Requests{}); again != any(c) {
 				t.Error("compacting a compacted workload must return it as is")
 			}
 			if cp := c.DeepCopyObject().(*cachedWorkload); !equalWorkloads(tt.h.toWorkload(cp), want) {

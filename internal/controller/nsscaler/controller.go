@@ -154,6 +154,9 @@ func newReconciler(d dependencies, opts Options) (*Reconciler, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.Clock != nil {
+		opts.Metrics.saved.setClock(opts.Clock)
+	}
 	return &Reconciler{
 		client: d.client, cache: d.access.cache, apiReader: d.access.apiReader, status: d.status, events: d.events,
 		clock: opts.Clock, metrics: opts.Metrics, writeConcurrency: opts.WriteConcurrency,

@@ -137,10 +137,11 @@ func (h *builtinHandler) objectKind() schema.GroupVersionKind { return h.gvk }
 func (h *builtinHandler) toWorkload(obj client.Object) Workload {
 	w := baseWorkload(h.kind, obj)
 	if c, ok := obj.(*cachedWorkload); ok {
-		w.Replicas, w.Suspend = c.Replicas, c.Suspend
+		w.Replicas, w.Suspend, w.Requests = c.Replicas, c.Suspend, c.Requests
 		return w
 	}
 	h.state(obj, &w)
+	w.Requests = podRequestsOf(obj)
 	return w
 }
 

@@ -20,6 +20,8 @@ type Metrics struct {
 	// cache is shared). During a mass park it is the backlog of watch
 	// events behind the writes; it returns to 0 once the cache caught up.
 	WritesAwaitingCache prometheus.Gauge
+	// saved are the runbook_nsscaler_saved_*_total counters.
+	saved *savedCollector
 }
 
 // NewMetrics builds the collectors and registers them with reg (in the
@@ -57,8 +59,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "runbook_nsscaler_writes_awaiting_cache",
 			Help: "Workload writes of the controller that its informer cache has not delivered yet.",
 		}),
+		saved: newSavedCollector(),
 	}
-	for _, c := range []prometheus.Collector{m.ParkedNamespaces, m.ParkedWorkloads, m.PodsRemaining, m.ParkDuration, m.RestoreDuration, m.Writes, m.WritesAwaitingCache} {
+	for _, c := range []prometheus.Collector{m.ParkedNamespaces, m.ParkedWorkloads, m.PodsRemaining, m.ParkDuration, m.RestoreDuration, m.Writes, m.WritesAwaitingCache, m.saved} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering nsscaler metrics: %w", err)
 		}
@@ -74,4 +77,9 @@ func (m *Metrics) forget(name string) {
 	m.ParkDuration.DeleteLabelValues(name)
 	m.RestoreDuration.DeleteLabelValues(name)
 	m.Writes.DeletePartialMatch(prometheus.Labels{"nsscaler": name})
+	m.saved.set(name, nil)
 }
+
+// SavedCollector is the collector of the runbook_nsscaler_saved_*_total
+// counters (tests gather it).
+func (m *Metrics) SavedCollector() prometheus.Collector { return m.saved }

@@ -10,6 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/savings"
 )
 
 // observation is what one reconcile saw and did, for the status.
@@ -69,6 +70,12 @@ type observation struct {
 	workloadsInGrace int32
 	// gracePeriod is spec.gracePeriod (0: none).
 	gracePeriod time.Duration
+
+	// saved is, per namespace, what the workloads held parked do not run.
+	saved map[string]savings.Rate
+	// savingsBlind: Deployments or StatefulSets could not be listed, so
+	// saved is incomplete and the recorded rates are kept as they are.
+	savingsBlind bool
 }
 
 // wakeAt makes the reconcile happen again at t at the latest.
@@ -102,6 +109,9 @@ func (o *observation) acts() bool {
 // waits. A kind that is no longer served has no objects left.
 func (o *observation) kindUnhandled(k KindKey, err error) {
 	o.kindErrs = append(o.kindErrs, err)
+	if k == kindDeployment || k == kindStatefulSet {
+		o.savingsBlind = true
+	}
 	if k.Group == "" || (o.previouslyParked.Has(k) && !meta.IsNoMatchError(err)) {
 		o.unrestorable++
 		o.carried = append(o.carried, k)

@@ -34,6 +34,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, scaler *scalingv1alpha1.NS
 		scaler.Status = computeStatus(scaler, obs, now)
 		return nil
 	})
+	if err == nil {
+		r.metrics.saved.set(scaler.Name, scaler.Status.Savings)
+	}
 	return client.IgnoreNotFound(err)
 }
 
@@ -58,6 +61,10 @@ func computeStatus(scaler *scalingv1alpha1.NSScaler, obs *observation, now time.
 	}
 	setTimeStatus(&st, obs)
 	setParkingStatus(&st, obs)
+	st.Savings = scaler.Status.Savings
+	if !obs.savingsBlind {
+		st.Savings = nextSavings(scaler.Status.Savings, obs.saved, obs.plan.Parked.Union(obs.plan.Active), now, scaler.Spec.Prices)
+	}
 	conditions := status.NewConditions(&st.Conditions, obs.generation, now)
 	setReady(conditions, obs)
 	setParked(conditions, obs)

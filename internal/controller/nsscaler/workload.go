@@ -6,6 +6,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/runbook-dev/runbook/internal/savings"
+
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
 )
 
@@ -43,6 +45,9 @@ type Workload struct {
 	Replicas int32
 	// Suspend is the CronJob's suspend flag.
 	Suspend bool
+	// Requests are one pod's effective requests (Deployments and
+	// StatefulSets: read from the pod template for the savings report).
+	Requests savings.Requests
 	// Annotation is the raw value of AnnotationOriginal, when present.
 	Annotation    string
 	HasAnnotation bool

@@ -13,6 +13,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/runbook-dev/runbook/internal/savings"
 )
 
 // newWorkloadCache builds the controller's own informer cache for namespaces,
@@ -68,6 +70,7 @@ func (m managedCache) GetCache() cache.Cache { return m.Cache }
 // then the compact cached form.
 func trimAndShareMaps(labels, annotations *mapInterner) toolscache.TransformFunc {
 	return func(o any) (any, error) {
+		requests := podRequestsOf(o)
 		out, err := trimObject(o)
 		if err != nil {
 			return out, err
@@ -78,8 +81,21 @@ func trimAndShareMaps(labels, annotations *mapInterner) toolscache.TransformFunc
 			m.SetLabels(labels.share(m.GetLabels()))
 			m.SetAnnotations(annotations.share(m.GetAnnotations()))
 		}
-		return compactWorkload(out), nil
+		return compactWorkload(out, requests), nil
 	}
+}
+
+// podRequestsOf is the effective requests of one pod of a Deployment or
+// StatefulSet (zero for anything else: a CronJob's pods come and go, a
+// custom resource's template is not known).
+func podRequestsOf(o any) savings.Requests {
+	switch obj := o.(type) {
+	case *appsv1.Deployment:
+		return savings.PodRequests(&obj.Spec.Template.Spec)
+	case *appsv1.StatefulSet:
+		return savings.PodRequests(&obj.Spec.Template.Spec)
+	}
+	return savings.Requests{}
 }
 
 // trimObject keeps of each object only what the controller reads.

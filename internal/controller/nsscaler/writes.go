@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/savings"
 )
 
 // maxConflictRetries bounds the re-reads of one workload after 409 conflicts
@@ -72,6 +73,8 @@ type outcome struct {
 	keep   int32
 	done   Action // the action actually written (none if nothing was needed)
 	err    error
+	// saved is what the workload, held parked, does not run.
+	saved savings.Rate
 }
 
 // outcomeOf is j's outcome: done written, or err.
@@ -311,6 +314,9 @@ func (p *workloadPass) countDryRun(w Workload, a Action) {
 // true when the workload is in the state its decision wants.
 func (p *workloadPass) count(w Workload, d Decision, settled bool) {
 	p.countFinal(w.Kind, d.Target, d.Action, settled, d.Keep)
+	if settled {
+		p.obs.addSaved(w.Namespace, p.savedRate(w, d))
+	}
 }
 
 // countFinal is count of a workload of kind whose decision was target and
@@ -352,10 +358,12 @@ func (p *workloadPass) tally(outcomes []outcome) map[string]*namespaceTally {
 		case o.done == ActionPark:
 			t.parked++
 			p.countFinal(o.kind, o.target, o.action, true, o.keep)
+			p.obs.addSaved(o.namespace, o.saved)
 		case o.done == ActionRestore:
 			t.restored++
 		default:
 			p.countFinal(o.kind, o.target, o.action, true, o.keep)
+			p.obs.addSaved(o.namespace, o.saved)
 		}
 	}
 	return tallies
@@ -454,7 +462,9 @@ func (r *Reconciler) observeWritePass(ctx context.Context, self string, outcomes
 func (r *Reconciler) writeWorkload(ctx context.Context, p *workloadPass, j job) outcome {
 	for attempt := 0; ; attempt++ {
 		if j.d.Action == ActionNone {
-			return outcomeOf(j, ActionNone, nil)
+			o := outcomeOf(j, ActionNone, nil)
+			o.saved = p.savedRate(j.w, j.d)
+			return o
 		}
 		op := j.d.Action.String()
 		written, err := perform(ctx, j)
@@ -462,7 +472,9 @@ func (r *Reconciler) writeWorkload(ctx context.Context, p *workloadPass, j job) 
 		case err == nil:
 			r.metrics.Writes.WithLabelValues(p.self, op, "ok").Inc()
 			r.tracker.record(written)
-			return outcomeOf(j, j.d.Action, nil)
+			o := outcomeOf(j, j.d.Action, nil)
+			o.saved = p.savedRate(j.w, j.d)
+			return o
 		case apierrors.IsNotFound(err):
 			return outcomeOf(job{h: j.h, w: j.w}, ActionNone, nil)
 		case !apierrors.IsConflict(err) || attempt >= maxConflictRetries:

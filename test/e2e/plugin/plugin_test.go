@@ -243,6 +243,35 @@ func TestPluginStatus(t *testing.T) {
 		}
 	})
 
+	t.Run("savings shows what the parked namespace does not run", func(t *testing.T) {
+		var rows []struct {
+			NSScaler, Namespace string
+			ParkedPods          int64
+			PodHours            string
+		}
+		out, stderr, err := kubectl(ctx, suite.Kubeconfig, "runbook", "savings", id, "-o", "json")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, stderr)
+		}
+		if err := json.Unmarshal([]byte(out), &rows); err != nil {
+			t.Fatal(err)
+		}
+		// api: 2 replicas of 250m and 128Mi, parked; the whitelisted
+		// namespace was never parked, so it has no row.
+		byNS := map[string]int64{}
+		for _, r := range rows {
+			byNS[r.Namespace] = r.ParkedPods
+		}
+		if _, listed := byNS[runningNS]; len(rows) != 2 || byNS[parkedNS] != 2 || byNS["TOTAL"] != 2 || listed {
+			t.Errorf("savings rows %+v, want %s with 2 parked pods and the total", rows, parkedNS)
+		}
+		table, stderr, err := kubectl(ctx, suite.Kubeconfig, "runbook", "savings", id)
+		if err != nil || !strings.Contains(table, "CPU CORE-HOURS") || !strings.Contains(table, parkedNS) {
+			t.Errorf("savings table: %v %s\n%s", err, stderr, table)
+		}
+		t.Logf("kubectl runbook savings %s:\n%s", id, table)
+	})
+
 	t.Run("clear errors", func(t *testing.T) {
 		for _, tc := range []struct {
 			args       []string
@@ -373,7 +402,7 @@ spec:
   selector: {matchLabels: {app: api}}
   template:
     metadata: {labels: {app: api}}
-    spec: {containers: [{name: api, image: nginx:1.27}]}
+    spec: {containers: [{name: api, image: nginx:1.27, resources: {requests: {cpu: 250m, memory: 128Mi}}}]}
 ---
 apiVersion: scaling.runbook.dev/v1alpha1
 kind: NSScaler

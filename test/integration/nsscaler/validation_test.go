@@ -68,6 +68,10 @@ func TestValidationRejectsBadSpecs(t *testing.T) {
 			map[string]any{"namespace": "p-a", "until": "2026-12-24T10:00:00Z"}, map[string]any{"namespace": "p-a", "until": "2026-12-25T10:00:00Z"}}}, "Duplicate value"},
 		{"empty exclude selector", map[string]any{"namespacePrefix": "p-", "excludeSelector": map[string]any{}}, "excludeSelector must not be empty"},
 		{"bad mode", map[string]any{"namespacePrefix": "p-", "mode": "Maybe"}, "mode"},
+		{"currency not a name", map[string]any{"namespacePrefix": "p-", "prices": map[string]any{"currency": "€\u001b[2J"}}, "currency"},
+		{"no currency", map[string]any{"namespacePrefix": "p-", "prices": map[string]any{"cpuCoreHour": "1"}}, "currency"},
+		{"negative price", map[string]any{"namespacePrefix": "p-", "prices": map[string]any{"currency": "EUR", "cpuCoreHour": "-0.04"}}, "must not be negative"},
+		{"price not a quantity", map[string]any{"namespacePrefix": "p-", "prices": map[string]any{"currency": "EUR", "memoryGiBHour": "cheap"}}, "memoryGiBHour"},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -116,6 +120,7 @@ func TestValidationAcceptsAndDefaults(t *testing.T) {
 		"wake":            []any{map[string]any{"namespace": "release-1", "until": "2026-12-24T10:00:00Z"}},
 		"excludeSelector": map[string]any{"matchLabels": map[string]any{"keep": "running"}},
 		"mode":            "DryRun",
+		"prices":          map[string]any{"currency": "EUR", "cpuCoreHour": "0.04", "memoryGiBHour": 0},
 	})).To(Succeed())
 	t.Cleanup(func() {
 		_ = k8s.Delete(ctx, &scalingv1alpha1.NSScaler{ObjectMeta: metav1.ObjectMeta{Name: full}})
@@ -124,6 +129,7 @@ func TestValidationAcceptsAndDefaults(t *testing.T) {
 	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: full}, &f)).To(Succeed())
 	g.Expect(f.Spec.Schedule.TimeZone).To(Equal("America/New_York"))
 	g.Expect(f.Spec.Schedule.Windows[2].Days).To(Equal("Mon-Sun"), "days left out default to every day")
+	g.Expect(f.Spec.Prices.CPUCoreHour.String()).To(Equal("40m"))
 }
 
 func window(days, from, to string) map[string]any {

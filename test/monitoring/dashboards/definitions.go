@@ -204,7 +204,7 @@ func nsscaler() Dashboard {
 	n := `nsscaler=~"$nsscaler"`
 	return Dashboard{
 		File: "runbook-nsscaler.json", UID: "runbook-nsscaler", Title: "Runbook / NSScaler",
-		Description: "NSScaler: namespaces and workloads held parked, pods remaining, the park and restore writes.",
+		Description: "NSScaler: namespaces and workloads held parked, pods remaining, what parking saved, the park and restore writes.",
 		Vars: []Variable{jobVar,
 			{Name: "nsscaler", Label: "NSScaler", Query: `runbook_nsscaler_parked_namespaces{job=~"$job"}`, Field: "nsscaler", All: true}},
 		Rows: []Row{
@@ -218,6 +218,16 @@ func nsscaler() Dashboard {
 				ts("Parked workloads by NSScaler", "short", "", q(sel(`sum by (nsscaler) (runbook_nsscaler_parked_workloads{SEL})`, mgr, n), "{{nsscaler}}")),
 				ts("Pods remaining by NSScaler", "short", "Pods in parked namespaces; they should drain within the pods' grace period.",
 					q(sel(`sum by (nsscaler) (runbook_nsscaler_pods_remaining{SEL})`, mgr, n), "{{nsscaler}}")),
+			}},
+			{Title: "Savings", Panels: []Panel{
+				stat("Pod-hours saved (24h)", "short", "Pod-hours parked Deployments and StatefulSets did not run in the last 24 hours (docs/nsscaler.md#savings).",
+					sel(`sum(increase(runbook_nsscaler_saved_pod_hours_total{SEL}[24h])) or vector(0)`, mgr, n)),
+				stat("CPU core-hours saved (24h)", "short", "Requested CPU core-hours not run in the last 24 hours.",
+					sel(`sum(increase(runbook_nsscaler_saved_cpu_core_hours_total{SEL}[24h])) or vector(0)`, mgr, n)),
+				stat("Memory GiB-hours saved (24h)", "short", "Requested memory GiB-hours not run in the last 24 hours.",
+					sel(`sum(increase(runbook_nsscaler_saved_memory_gib_hours_total{SEL}[24h])) or vector(0)`, mgr, n)),
+				ts("CPU cores parked by namespace", "short", "Requested CPU cores not running now because parked (core-hours saved per hour).",
+					q(sel(`sum by (nsscaler, namespace) (rate(runbook_nsscaler_saved_cpu_core_hours_total{SEL}[$__rate_interval])) * 3600`, mgr, n), "{{nsscaler}} {{namespace}}")),
 			}},
 			{Title: "Writes", Panels: []Panel{
 				ts("Workload writes", "ops", "Park and restore writes per second by result (ok, conflict, error).",
