@@ -203,7 +203,9 @@ options:
 // forRealNodeYAML patches kwokctl's components. Its binary runtime always
 // passes kwok --manage-all-nodes=true, which is overridden; the annotation
 // kwokctl puts on the nodes it creates selects them instead. kwokctl gives the
-// apiserver no kubelet client certificate: the admin's is added.
+// apiserver no kubelet client certificate: the admin's is added. The apiserver
+// reaches a kubelet at its node's InternalIP: the real node's name resolves
+// nowhere (and must not be looked up outside this machine).
 func forRealNodeYAML(pki string) string {
 	return fmt.Sprintf(`componentsPatches:
 - name: kwok-controller
@@ -221,6 +223,8 @@ func forRealNodeYAML(pki string) string {
     value: %[1]s/admin.key
   - key: service-cluster-ip-range
     value: %[2]s
+  - key: kubelet-preferred-address-types
+    value: InternalIP,Hostname
 `, pki, ServiceCIDR)
 }
 

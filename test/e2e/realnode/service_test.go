@@ -48,6 +48,10 @@ func TestServiceReachesRealContainer(t *testing.T) {
 		t.Fatalf("the pod's container %q is not among the node's running containers %v", id, runningContainers(t, node))
 	}
 	t.Logf("pod web: IP %s, container %s running on %s", pod.Status.PodIP, id[:12], node.Name)
+	// The apiserver reaches the kubelet (logs, exec) with its client certificate.
+	if _, err := kc.Kubectl(ctx, "logs", "-n", ns, "web"); err != nil {
+		t.Fatalf("kubectl logs of a real pod: %v", err)
+	}
 
 	url := fmt.Sprintf("http://%s/env", net.JoinHostPort(svc.Spec.ClusterIP, "80"))
 	// kube-proxy programs the Service shortly after the endpoint is ready.
