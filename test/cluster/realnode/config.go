@@ -8,8 +8,12 @@ import (
 
 // paths of the node's state inside its folder.
 func (n *Node) path(elem ...string) string { return filepath.Join(append([]string{n.dir}, elem...)...) }
-func (n *Node) containerdSocket() string   { return n.path("containerd", "containerd.sock") }
-func (n *Node) runtimeEndpoint() string    { return "unix://" + n.containerdSocket() }
+// containerd's socket is in the node's own /run (a tmpfs of its mount
+// namespace, like the shims' sockets and runc's state, which containerd puts
+// under /run/containerd whatever its configuration says): commands that talk
+// to it run in that namespace (nodeCommand).
+func (n *Node) containerdSocket() string { return "/run/containerd/containerd.sock" }
+func (n *Node) runtimeEndpoint() string  { return "unix://" + n.containerdSocket() }
 
 // cniBinDir is where Debian's containernetworking-plugins puts the plugins.
 const cniBinDir = "/usr/lib/cni"

@@ -17,7 +17,10 @@ import (
 // network and waits until containerd answers.
 func (n *Node) startContainerd(ctx context.Context) error {
 	// slave: the host's mounts stay visible, the node's never reach the host.
+	// The node's /run is its own tmpfs: containerd's shims and runc keep
+	// sockets and state under /run/containerd regardless of its configuration.
 	p, err := n.spawn("containerd", []string{"unshare", "--net", "--mount", "--propagation", "slave", "--",
+		"sh", "-c", `mount -t tmpfs -o mode=0755,size=64m runbook-node-run /run && exec "$@"`, "sh",
 		filepath.Join(n.opts.BinDir, "containerd"), "--config", n.path("containerd.toml")}, n.env())
 	if err != nil {
 		return err
@@ -30,6 +33,9 @@ func (n *Node) startContainerd(ctx context.Context) error {
 		return err
 	}
 	if err := waitFor(ctx, 30*time.Second, "containerd to start", func() error {
+		if p.exited() {
+			return fmt.Errorf("containerd exited: %v%s", p.err, n.Logs(20))
+		}
 		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", n.nsPID)); exe != bin {
 			return fmt.Errorf("pid %d is %q", n.nsPID, exe)
 		}
@@ -58,6 +64,12 @@ func (n *Node) startContainerd(ctx context.Context) error {
 		_, err := n.ctr(ctx, "version")
 		return err
 	}, p)
+}
+
+// nodeCommand runs args inside the node's mount namespace (its /run holds
+// containerd's socket).
+func (n *Node) nodeCommand(args ...string) []string {
+	return append([]string{"nsenter", fmt.Sprintf("--mount=/proc/%d/ns/mnt", n.nsPID), "--"}, args...)
 }
 
 // startAgents starts the kubelet and kube-proxy inside the node's namespaces.

@@ -114,11 +114,11 @@ func importedNames(out string) []string {
 
 func (n *Node) ctr(ctx context.Context, args ...string) (string, error) {
 	all := append([]string{filepath.Join(n.opts.BinDir, "ctr"), "--address", n.containerdSocket(), "--namespace", "k8s.io"}, args...)
-	return run(ctx, n.env(), all...)
+	return run(ctx, n.env(), n.nodeCommand(all...)...)
 }
 
 // Crictl runs crictl against the node's containerd and returns its stdout.
 func (n *Node) Crictl(ctx context.Context, args ...string) (string, error) {
 	all := append([]string{filepath.Join(n.opts.BinDir, "crictl"), "--config", n.path("crictl.yaml"), "--timeout", "30s"}, args...)
-	return run(ctx, n.env(), all...)
+	return run(ctx, n.env(), n.nodeCommand(all...)...)
 }

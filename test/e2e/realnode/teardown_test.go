@@ -3,6 +3,7 @@ package realnode
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -17,6 +18,8 @@ import (
 func TestNodeTeardownLeavesNothing(t *testing.T) {
 	ctx := context.Background()
 	before := hostKubeChains(t)
+	_, err := os.Stat("/run/containerd")
+	hadRunContainerd := err == nil
 	second, err := startNode(ctx, "")
 	if err != nil {
 		t.Fatal(err)
@@ -48,6 +51,9 @@ func TestNodeTeardownLeavesNothing(t *testing.T) {
 	stopped = true
 	if left := fp.Left(); len(left) > 0 {
 		t.Errorf("node %s left behind:\n  %s", second.Name, strings.Join(left, "\n  "))
+	}
+	if _, err := os.Stat("/run/containerd"); err == nil && !hadRunContainerd {
+		t.Errorf("the node created the host's /run/containerd")
 	}
 	if after := hostKubeChains(t); after != before {
 		t.Errorf("the host's iptables KUBE- lines changed: %d before, %d after", before, after)
