@@ -8,6 +8,7 @@ import (
 
 // paths of the node's state inside its folder.
 func (n *Node) path(elem ...string) string { return filepath.Join(append([]string{n.dir}, elem...)...) }
+
 // containerd's socket is in the node's own /run (a tmpfs of its mount
 // namespace, like the shims' sockets and runc's state, which containerd puts
 // under /run/containerd whatever its configuration says): commands that talk
