@@ -99,9 +99,16 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if err := Supported(); err != nil {
 		return nil, err
 	}
+	ReapAbandoned()
 	id := randomID()
-	dir, err := os.MkdirTemp("", "runbook-node-"+id+"-")
-	if err != nil {
+	dir := filepath.Join(stateBase, "rbnode-"+id)
+	if err := os.MkdirAll(stateBase, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(fmt.Sprint(os.Getpid())), 0o600); err != nil {
 		return nil, err
 	}
 	n := &Node{Name: opts.Name, opts: opts, dir: dir, id: id, logf: opts.Log}

@@ -50,6 +50,7 @@ func (n *Node) Stop() {
 	}
 	removeEmptyCgroupParents()
 	_ = os.RemoveAll(n.dir)
+	_ = os.Remove(stateBase) // only when no other node's folder is in it
 	n.dir = ""
 }
 

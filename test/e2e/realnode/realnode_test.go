@@ -46,6 +46,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(childKubeconfigEnv) != "" {
+		os.Exit(runAbandonedNodeChild())
+	}
 	testenv.RunSuite(m, "root, a local kwok cluster (make k8s-binaries), the real node's binaries (make node-binaries) and its images (bin/node-images)", run)
 }
 
