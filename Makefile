@@ -113,7 +113,8 @@ run: manifests generate ## Run the manager against the cluster of the current KU
 	go run ./cmd --health-probe-bind-address=:8081
 
 .PHONY: demo
-demo: manifests generate k8s-binaries ## Bring up a local simulated cluster, run Runbook in it; Ctrl-C tears it down.
+demo: manifests generate k8s-binaries ## Bring up a local simulated cluster (with a real node when the machine can run one), run Runbook in it; Ctrl-C tears it down.
+	@bash hack/build-node.sh || echo "==> the real node's binaries could not be built here (above): the demo runs on kwok nodes only"
 	go build -o $(BIN)/runbook-demo ./hack/demo
 	$(BIN)/runbook-demo $(DEMO_FLAGS)
 
