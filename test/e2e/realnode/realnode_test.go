@@ -30,6 +30,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	cachev1alpha1 "github.com/runbook-dev/runbook/api/cache/v1alpha1"
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
 
 	"github.com/runbook-dev/runbook/test/cluster"
@@ -74,6 +75,7 @@ func run(m *testing.M) int {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(autorebootv1alpha1.AddToScheme(scheme))
 	utilruntime.Must(scalingv1alpha1.AddToScheme(scheme))
+	utilruntime.Must(cachev1alpha1.AddToScheme(scheme))
 	if k8s, err = client.New(kc.Config, client.Options{Scheme: scheme}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -84,7 +86,7 @@ func run(m *testing.M) int {
 	}
 	// The manager runs as a local process against the cluster; the pods it
 	// restarts are real. It may probe MariaDB on the machine's loopback.
-	manager, err = cluster.StartManager(ctx, kc.ManagerBinary, kc.Kubeconfig, "--controllers=rebootpolicy,nsscaler",
+	manager, err = cluster.StartManager(ctx, kc.ManagerBinary, kc.Kubeconfig, "--controllers=rebootpolicy,nsscaler,memcached",
 		"--operator-namespace=runbook-system", "--probe-allow=127.0.0.1:3306")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
