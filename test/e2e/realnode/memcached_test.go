@@ -102,4 +102,3 @@ func statsLine(reply string, names ...string) string {
 	}
 	return strings.Join(out, " ")
 }
-
