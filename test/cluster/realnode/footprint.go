@@ -78,7 +78,7 @@ func mountsNaming(needle string) []string {
 	if err != nil {
 		return []string{err.Error()}
 	}
-	defer file.Close()
+	defer func() { _ = file.Close() }()
 	var left []string
 	s := bufio.NewScanner(file)
 	for s.Scan() {

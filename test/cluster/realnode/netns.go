@@ -43,7 +43,7 @@ func (ns *netNS) inside(fn func() error) error {
 			errc <- err
 			return
 		}
-		defer home.Close()
+		defer func() { _ = home.Close() }()
 		if err := unix.Setns(int(ns.file.Fd()), unix.CLONE_NEWNET); err != nil {
 			errc <- fmt.Errorf("entering the node's network namespace: %w", err)
 			return

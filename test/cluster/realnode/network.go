@@ -125,12 +125,12 @@ func startAPIForwarder(ns *netNS, hostAddr string) (*apiForwarder, error) {
 }
 
 func forward(in net.Conn, addr string) {
-	defer in.Close()
+	defer func() { _ = in.Close() }()
 	out, err := net.Dial("tcp", addr)
 	if err != nil {
 		return
 	}
-	defer out.Close()
+	defer func() { _ = out.Close() }()
 	done := make(chan struct{}, 2)
 	go func() { _, _ = io.Copy(out, in); done <- struct{}{} }()
 	go func() { _, _ = io.Copy(in, out); done <- struct{}{} }()

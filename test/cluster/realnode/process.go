@@ -43,13 +43,13 @@ func (n *Node) spawn(name string, args []string, env []string) (*process, error)
 		}
 	}
 	if err := start(cmd); err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	p := &process{name: name, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
-		f.Close()
+		_ = f.Close()
 		close(p.done)
 	}()
 	n.procs = append(n.procs, p)
