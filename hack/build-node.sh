@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds what the local cluster's real node runs into bin/node/: kubelet and
 # kube-proxy (the control plane's Kubernetes module, hack/k8s), containerd, its
-# runc shim and ctr (hack/containerd), crictl (cri-tools). runc (built with
+# runc shim and ctr (hack/containerd), crictl (cri-tools), CoreDNS (hack/coredns). runc (built with
 # seccomp), the CNI plugins, iptables and conntrack come from Debian: a runc
 # built by `go install` has no seccomp, and Debian's plugins are the ones the
 # node was measured with. Each binary is rebuilt only when it is missing or its
@@ -15,6 +15,7 @@ modversion() { # module-dir module-path -> the version its go.mod requires
 }
 K8S_VERSION=$(modversion hack/k8s k8s.io/kubernetes)
 CONTAINERD_VERSION=$(modversion hack/containerd github.com/containerd/containerd/v2)
+COREDNS_VERSION=$(modversion hack/coredns github.com/coredns/coredns)
 CRI_TOOLS_VERSION=v1.37.0
 DEBIAN_PACKAGES=(runc containernetworking-plugins iptables conntrack)
 mkdir -p "$out"
@@ -65,6 +66,12 @@ if current crictl "$CRI_TOOLS_VERSION"; then step "crictl $CRI_TOOLS_VERSION" "c
     "sigs.k8s.io/cri-tools/cmd/crictl@$CRI_TOOLS_VERSION"
   stamp crictl "$CRI_TOOLS_VERSION"
 fi
+if current coredns "$COREDNS_VERSION"; then step "coredns $COREDNS_VERSION" "cached"; else
+  step "coredns $COREDNS_VERSION" "building (the cluster DNS of the real node's pods)"
+  timed coredns bash -c "cd '$root/hack/coredns' && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o '$out/coredns' github.com/coredns/coredns"
+  stamp coredns "$COREDNS_VERSION"
+fi
+
 # CGO_ENABLED=0 like the control plane, so the kubelet reuses its build cache.
 for name in kubelet kube-proxy; do
   if current "$name" "$K8S_VERSION"; then step "$name $K8S_VERSION" "cached"; continue; fi

@@ -160,6 +160,8 @@ authentication:
 authorization:
   mode: Webhook
 resolvConf: %[4]q
+clusterDNS: [%[8]q]
+clusterDomain: %[9]s
 podLogsDir: %[7]q
 registerWithTaints:
 - key: %[5]s
@@ -174,7 +176,7 @@ evictionHard:
   nodefs.inodesFree: 1%%
 serializeImagePulls: false
 localStorageCapacityIsolation: false
-`, n.runtimeEndpoint(), n.IP, n.opts.ClientCA, n.path("resolv.conf"), TaintKey, TaintValue, n.path("pod-logs"))
+`, n.runtimeEndpoint(), n.IP, n.opts.ClientCA, n.path("resolv.conf"), TaintKey, TaintValue, n.path("pod-logs"), DNSServiceIP, ClusterDomain)
 }
 
 // kubeProxyConfig: iptables mode inside the node's namespace; the machine's

@@ -152,6 +152,9 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.startAgents(ctx); err != nil {
 		return err
 	}
+	if err := n.startDNS(ctx); err != nil {
+		return err
+	}
 	if err := n.waitReady(ctx, 3*time.Minute); err != nil {
 		return err
 	}
@@ -179,7 +182,7 @@ func (o *Options) defaults() error {
 	return nil
 }
 
-var nodeBinaries = []string{"kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2", "ctr", "crictl"}
+var nodeBinaries = []string{"kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2", "ctr", "crictl", "coredns"}
 
 // Dir is the node's state folder (configurations, logs, containerd's and the
 // kubelet's state); Stop removes it.

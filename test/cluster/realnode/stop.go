@@ -43,10 +43,9 @@ func (n *Node) Stop() {
 	if n.link != nil {
 		deleteHostLink(n.link.host)
 	}
-	kubectl := filepath.Join(repoRoot(), "bin", "k8s", "kubectl")
 	if _, err := os.Stat(n.opts.Kubeconfig); err == nil {
-		_, _ = run(ctx, nil, kubectl, "--kubeconfig", n.opts.Kubeconfig, "--request-timeout", "10s",
-			"delete", "node", n.Name, "--ignore-not-found", "--wait=false")
+		n.stopDNS(ctx)
+		_, _ = n.kubectl(ctx, "delete", "node", n.Name, "--ignore-not-found", "--wait=false")
 	}
 	removeEmptyCgroupParents()
 	_ = os.RemoveAll(n.dir)

@@ -83,7 +83,9 @@ func TestAbandonedNodeIsReaped(t *testing.T) {
 	if pids := cluster.ProcessesMentioning(dir, false); len(pids) > 0 {
 		t.Errorf("processes of the abandoned node still run: %v", pids)
 	}
+	// The cluster's objects of the abandoned node are the cluster's to clean.
 	_ = cs.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
+	_ = cs.DiscoveryV1().EndpointSlices("kube-system").Delete(ctx, "kube-dns-"+name, metav1.DeleteOptions{})
 }
 
 func cgroupProcs(id string) []string {
