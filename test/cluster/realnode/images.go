@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 )
 
 // catalogFile lists the images the node imports: {"<name>": {"ref":
@@ -67,7 +68,9 @@ func (n *Node) importImages(ctx context.Context, catalog map[string]catalogEntry
 // not create (its --digests names a synthesized index instead), so the image
 // the archive named repo:tag is also tagged repo@digest.
 func (n *Node) ensureRef(ctx context.Context, ref string, imported []string) error {
-	if _, err := n.Crictl(ctx, "inspecti", ref); err == nil {
+	// The CRI learns of imported images from containerd's events: give it
+	// a moment before deciding the reference is unknown.
+	if n.criFinds(ctx, ref, 5*time.Second) {
 		return nil
 	}
 	src, target := ref, ref
@@ -86,10 +89,18 @@ func (n *Node) ensureRef(ctx context.Context, ref string, imported []string) err
 			return err
 		}
 	}
-	if _, err := n.Crictl(ctx, "inspecti", ref); err != nil {
-		return fmt.Errorf("imported as %v and tagged %s, still not found as %s: %w", imported, target, ref, err)
+	if !n.criFinds(ctx, ref, 10*time.Second) {
+		return fmt.Errorf("imported as %v and tagged %s, still not found as %s", imported, target, ref)
 	}
 	return nil
+}
+
+// criFinds says whether the CRI resolves ref within timeout.
+func (n *Node) criFinds(ctx context.Context, ref string, timeout time.Duration) bool {
+	return waitFor(ctx, timeout, "the CRI to find "+ref, func() error {
+		_, err := n.Crictl(ctx, "inspecti", ref)
+		return err
+	}) == nil
 }
 
 // trimTag drops the :tag of repo:tag (a registry's :port stays).
@@ -100,12 +111,13 @@ func trimTag(name string) string {
 	return name
 }
 
-// importedNames reads the "<name>   saved" lines of ctr images import.
+// importedNames reads the "<name>   saved" lines of ctr images import (its
+// progress display may share a line with them, separated by carriage returns).
 func importedNames(out string) []string {
 	var names []string
-	for _, l := range strings.Split(out, "\n") {
+	for _, l := range strings.FieldsFunc(out, func(r rune) bool { return r == '\n' || r == '\r' }) {
 		f := strings.Fields(l)
-		if len(f) == 2 && f[1] == "saved" {
+		if len(f) >= 2 && f[len(f)-1] == "saved" && !slices.Contains(names, f[0]) {
 			names = append(names, f[0])
 		}
 	}
