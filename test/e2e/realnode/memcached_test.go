@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +61,65 @@ func TestMemcachedOnRealPods(t *testing.T) {
 			t.Fatalf("server %s answered %q, want it to start with %q", addr, reply, want)
 		}
 		t.Logf("server %s: set/get ok; %s", addr, statsLine(reply, "version", "pid", "uptime", "curr_connections", "limit_maxbytes", "threads"))
+	}
+}
+
+// StatefulSet mode on real pods: each status.servers entry is a stable
+// name (ring-N through the headless Service) that the cluster DNS resolves
+// to a pod running on the node, and that pod's memcached answers.
+func TestMemcachedStatefulSetNamesOnRealPods(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	mc := &cachev1alpha1.Memcached{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ring"},
+		Spec: cachev1alpha1.MemcachedSpec{
+			WorkloadKind:    cachev1alpha1.WorkloadStatefulSet,
+			Size:            new(int32(3)),
+			Image:           node.Images["memcached"],
+			ImagePullPolicy: corev1.PullIfNotPresent,
+			NodeSelector:    map[string]string{realnode.LabelKey: realnode.LabelValue},
+			Tolerations:     []corev1.Toleration{{Key: realnode.TaintKey, Operator: corev1.TolerationOpEqual, Value: realnode.TaintValue, Effect: corev1.TaintEffectNoSchedule}},
+		},
+	}
+	must(t, k8s.Create(ctx, mc))
+	var servers []string
+	eventually(t, 3*time.Minute, "three ready memcached servers by name", func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(mc), mc); err != nil {
+			return err
+		}
+		servers = mc.Status.Servers
+		if mc.Status.ReadyReplicas != 3 || len(servers) != 3 {
+			return fmt.Errorf("ready %d, servers %v", mc.Status.ReadyReplicas, servers)
+		}
+		return nil
+	})
+	resolver := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return node.DialContext(ctx, network, net.JoinHostPort(realnode.DNSServiceIP, "53"))
+	}}
+	for i, server := range servers {
+		host, port, err := net.SplitHostPort(server)
+		must(t, err)
+		if !strings.HasPrefix(host, fmt.Sprintf("ring-%d.", i)) {
+			t.Fatalf("server %d is %s, want the stable name ring-%d.…", i, server, i)
+		}
+		// A pod resolves the name through its resolv.conf's search list
+		// (…svc.cluster.local first); this resolver has the host's list.
+		fqdn := host
+		if !strings.HasSuffix(host, "."+realnode.ClusterDomain) {
+			fqdn = host + "." + realnode.ClusterDomain
+		}
+		var ips []string
+		eventually(t, time.Minute, "the name "+fqdn, func() error {
+			ips, err = resolver.LookupHost(ctx, fqdn)
+			return err
+		})
+		addr := net.JoinHostPort(ips[0], port)
+		key, value := fmt.Sprintf("k%d", i), "v-"+host
+		reply := memcachedTalk(t, addr, fmt.Sprintf("set %s 0 0 %d\r\n%s\r\nget %s\r\nquit\r\n", key, len(value), value, key))
+		if want := fmt.Sprintf("STORED\r\nVALUE %s 0 %d\r\n%s\r\nEND\r\n", key, len(value), value); reply != want {
+			t.Fatalf("%s (%s) answered %q, want %q", server, addr, reply, want)
+		}
+		t.Logf("%s -> %s: set/get ok", server, addr)
 	}
 }
 
