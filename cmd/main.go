@@ -25,9 +25,9 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/runbook-dev/runbook/internal/gcpace"
 	"github.com/runbook-dev/runbook/internal/metricsauth"
 	"github.com/runbook-dev/runbook/internal/registry"
+	"github.com/runbook-dev/runbook/internal/stdlog"
 )
 
 // errCacheNotSynced is what /readyz answers until the informers have synced.
@@ -67,10 +67,10 @@ func main() {
 	flag.Parse()
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&f.zap)))
+	// net/http logs what a tenant's probe target sends on an idle
+	// connection through package log: bounded and structured from here on.
+	stdlog.Redirect(ctrl.Log.WithName("stdlib"))
 	setupLog := ctrl.Log.WithName("setup")
-	if gcPercent, set := defaultGCPercent(os.Getenv); set {
-		gcpace.New(gcPercent, minGCHeadroom, maxGCPercent).Start()
-	}
 	selected, err := reg.Select(f.controllers)
 	if err != nil {
 		setupLog.Error(err, "invalid --controllers")
@@ -253,30 +253,4 @@ func cacheOptions(namespaces string) (cache.Options, error) {
 		opts.DefaultNamespaces[ns] = cache.Config{}
 	}
 	return opts, nil
-}
-
-// managerGCPercent is the manager's GOGC unless the environment sets one.
-// Its live heap is almost all informer cache, and its garbage is decoded
-// list and watch responses that die at once: a heap goal of 1.5x the cache
-// instead of Go's 2x keeps a manager caching 5,000 Deployments under 100 MiB
-// resident (make bench) for a few more short GC cycles.
-const managerGCPercent = 50
-
-// minGCHeadroom and maxGCPercent keep a small heap from collecting after
-// every couple of MiB: below 16 MiB live, the percentage rises (up to Go's
-// default) so that the heap may grow by 8 MiB between collections. A
-// manager caching a thousand workloads spent an eighth of its CPU of a
-// mass park in the collector at 50 (internal/gcpace).
-const (
-	minGCHeadroom = 8 << 20
-	maxGCPercent  = 100
-)
-
-// defaultGCPercent says which GC percentage to set: none when GOGC is in
-// the environment (the runtime already applied it).
-func defaultGCPercent(getenv func(string) string) (int, bool) {
-	if getenv("GOGC") != "" {
-		return 0, false
-	}
-	return managerGCPercent, true
 }

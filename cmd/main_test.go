@@ -39,22 +39,3 @@ func TestCacheOptions(t *testing.T) {
 		})
 	}
 }
-
-func TestDefaultGCPercent(t *testing.T) {
-	env := func(v string) func(string) string {
-		return func(k string) string {
-			if k == "GOGC" {
-				return v
-			}
-			return ""
-		}
-	}
-	if p, set := defaultGCPercent(env("")); !set || p != managerGCPercent {
-		t.Fatalf("without GOGC: %d %v, want %d true", p, set, managerGCPercent)
-	}
-	for _, v := range []string{"100", "off", "200"} {
-		if _, set := defaultGCPercent(env(v)); set {
-			t.Fatalf("GOGC=%s was overridden", v)
-		}
-	}
-}

@@ -11,7 +11,6 @@ import (
 
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
 	"github.com/runbook-dev/runbook/internal/controller/nsscaler"
-	"github.com/runbook-dev/runbook/internal/memrelease"
 	"github.com/runbook-dev/runbook/internal/registry"
 )
 
@@ -49,7 +48,6 @@ func registerNSScaler(reg *registry.Registry, scheme *runtime.Scheme, fs *flag.F
 			WriteConcurrency:        *writes,
 			WriteQPS:                *qps,
 			MaxConcurrentReconciles: *workers,
-			Bursts:                  memrelease.New(clock.RealClock{}, memrelease.DefaultQuiet, memrelease.DefaultMinInterval, nil),
 		})
 		return err
 	})

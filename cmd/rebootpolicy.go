@@ -18,8 +18,8 @@ import (
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 
 	rebootpolicy "github.com/runbook-dev/runbook/internal/controller/rebootpolicy"
+	"github.com/runbook-dev/runbook/internal/egress"
 	"github.com/runbook-dev/runbook/internal/fingerprint"
-	"github.com/runbook-dev/runbook/internal/netpolicy"
 	"github.com/runbook-dev/runbook/internal/registry"
 	"github.com/runbook-dev/runbook/internal/sqlguard"
 )
@@ -61,6 +61,7 @@ type rebootPolicyFlags struct {
 	sqlMaxRows      *int
 	sqlMaxRowBytes  *int
 	sqlMaxResult    *int
+	sqlPowerful     *bool
 	fingerprintKey  *string
 	workers         *int
 	// Referenced triggers, restart governance and notifications.
@@ -98,6 +99,8 @@ func bindRebootPolicyFlags(fs *flag.FlagSet) *rebootPolicyFlags {
 			"Most bytes one row of an sql trigger's result may have."),
 		sqlMaxResult: fs.Int("sql-max-result-bytes", sqlguard.DefaultMaxResultBytes,
 			"Most bytes an sql trigger's whole result may have."),
+		sqlPowerful: fs.Bool("sql-allow-powerful-users", false,
+			"Let sql triggers use DSNs whose user may act outside the database's own data (superuser, server files or programs, FILE, SUPER, PROCESS, write privileges); refused as DSNTooPowerful otherwise."),
 		fingerprintKey: fs.String("fingerprint-key-secret", fingerprint.DefaultSecretName,
 			"Secret in --operator-namespace holding the key of RebootPolicy fingerprints (created if missing)."),
 		workers: fs.Int("rebootpolicy-max-concurrent-reconciles", rebootpolicy.DefaultMaxConcurrentReconciles,
@@ -134,6 +137,7 @@ func (f *rebootPolicyFlags) options(operatorNamespace string) (rebootpolicy.Opti
 			SQL: rebootpolicy.SQLSettings{
 				Limits:           sqlguard.Limits{MaxRows: *f.sqlMaxRows, MaxRowBytes: *f.sqlMaxRowBytes, MaxResultBytes: *f.sqlMaxResult},
 				AllowUnixSockets: network.AllowUnixSockets,
+				AllowPowerful:    *f.sqlPowerful,
 			},
 			Referenced: rebootpolicy.ReferencedSettings{
 				SecretsWithoutLabel: *f.secretsNoLabel, WatchSecrets: *f.watchSecrets,
@@ -153,24 +157,24 @@ func (f *rebootPolicyFlags) options(operatorNamespace string) (rebootpolicy.Opti
 	}, nil
 }
 
-func (f *rebootPolicyFlags) network() (netpolicy.Settings, error) {
-	allow, err := netpolicy.ParseRules(*f.probeAllow)
+func (f *rebootPolicyFlags) network() (egress.Settings, error) {
+	allow, err := egress.ParseRules(*f.probeAllow)
 	if err != nil {
-		return netpolicy.Settings{}, fmt.Errorf("--probe-allow: %w", err)
+		return egress.Settings{}, fmt.Errorf("--probe-allow: %w", err)
 	}
-	deny, err := netpolicy.ParseRules(*f.probeDeny)
+	deny, err := egress.ParseRules(*f.probeDeny)
 	if err != nil {
-		return netpolicy.Settings{}, fmt.Errorf("--probe-deny: %w", err)
+		return egress.Settings{}, fmt.Errorf("--probe-deny: %w", err)
 	}
 	pods, err := parsePrefixes(*f.podCIDRs)
 	if err != nil {
-		return netpolicy.Settings{}, fmt.Errorf("--cluster-pod-cidrs: %w", err)
+		return egress.Settings{}, fmt.Errorf("--cluster-pod-cidrs: %w", err)
 	}
-	self, err := netpolicy.LocalAddrs()
+	self, err := egress.LocalAddrs()
 	if err != nil {
-		return netpolicy.Settings{}, fmt.Errorf("reading the manager's own addresses: %w", err)
+		return egress.Settings{}, fmt.Errorf("reading the manager's own addresses: %w", err)
 	}
-	return netpolicy.Settings{
+	return egress.Settings{
 		Allow: allow, Deny: deny, AllowLinkLocal: *f.allowLinkLocal,
 		AllowUnixSockets: splitList(*f.unixSockets), PodCIDRs: pods, SelfAddrs: self,
 	}, nil

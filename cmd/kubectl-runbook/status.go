@@ -307,7 +307,8 @@ func nsscalerRow(s *scalingv1alpha1.NSScaler) Row {
 		return r
 	}
 	parked := current(st.Conditions, scalingv1alpha1.ConditionParked, gen)
-	summary := fmt.Sprintf("parked: %s (%s); running: %s", list(st.ParkedNamespaces), plural(int(st.ParkedWorkloads), "workload"), list(st.ActiveNamespaces))
+	summary := fmt.Sprintf("parked: %s (%s%s); running: %s", list(st.ParkedNamespaces), plural(int(st.ParkedWorkloads), "workload"),
+		parkedTo(st), list(st.ActiveNamespaces))
 	switch {
 	case parked == nil:
 		r.State, r.Reason, r.Details = StatePending, "NotReconciled", "no Parked condition yet"
@@ -319,6 +320,19 @@ func nsscalerRow(s *scalingv1alpha1.NSScaler) Row {
 		r.State, r.Reason, r.Details = StatePending, parked.Reason, parked.Message
 	}
 	return r
+}
+
+// parkedTo says how a parked workload is parked when it keeps replicas
+// (spec.parkedReplicas), and how many were left as they were.
+func parkedTo(st *scalingv1alpha1.NSScalerStatus) string {
+	if st.ParkedReplicas == 0 && st.AtOrBelowParkedReplicas == 0 {
+		return ""
+	}
+	out := fmt.Sprintf(" at %s", plural(int(st.ParkedReplicas), "replica"))
+	if st.AtOrBelowParkedReplicas > 0 {
+		out += fmt.Sprintf(", %d left at or below", st.AtOrBelowParkedReplicas)
+	}
+	return out
 }
 
 func plural(n int, noun string) string {

@@ -116,6 +116,14 @@ func TestNSScalerRow(t *testing.T) {
 		reason, infix string
 	}{
 		{"parked", nss(ready, notDegraded, cond("Parked", yes, "AllPodsGone", "", 1)), StateParked, "AllPodsGone", "parked: proj-a, proj-c (2 workloads); running: proj-b"},
+		{"parked to N", func() *scalingv1alpha1.NSScaler {
+			s := nss(ready, notDegraded, cond("Parked", yes, "ParkedReplicasRunning", "", 1))
+			s.Status.ParkedReplicas, s.Status.AtOrBelowParkedReplicas = 2, 3
+			return s
+		}(), StateParked, "ParkedReplicasRunning", "parked: proj-a, proj-c (2 workloads at 2 replicas, 3 left at or below); running: proj-b"},
+		{"workloads in their grace period", nss(ready, notDegraded, cond("Parked", no, "WorkloadsInGrace",
+			"1 workloads in 1 namespaces are younger than gracePeriod; the last is parked at 2026-12-05T01:10:00Z", 1)),
+			StatePending, "WorkloadsInGrace", "younger than gracePeriod; the last is parked at 2026-12-05T01:10:00Z"},
 		{"pods remaining", nss(ready, notDegraded, cond("Parked", no, "PodsRemaining", "3 pods remain in proj-a", 1)), StatePending, "PodsRemaining", "3 pods remain"},
 		{"nothing to park", nss(ready, notDegraded, cond("Parked", no, "NothingParked", "no namespace is parked", 1)), StateHealthy, "NothingParked", "running: proj-b"},
 		{"contested namespace", nss(ready, cond("Degraded", yes, "NamespaceConflict", "proj-a is acted on by NSScaler older", 1), cond("Parked", yes, "AllPodsGone", "", 1)),

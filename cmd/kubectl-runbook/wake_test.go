@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
+	weeklyv1alpha1 "github.com/runbook-dev/runbook/api/weekly/v1alpha1"
 )
 
 var wakeNow = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC) // a Tuesday
@@ -59,9 +60,9 @@ func TestChooseScaler(t *testing.T) {
 }
 
 func TestEndOfSleep(t *testing.T) {
-	nightly := &scalingv1alpha1.Schedule{TimeZone: "Europe/Berlin", Sleep: []scalingv1alpha1.SleepWindow{{Days: "Mon-Fri", From: "12:00", To: "18:00"}}}
-	always := &scalingv1alpha1.Schedule{Sleep: []scalingv1alpha1.SleepWindow{{Days: "Mon-Sun", From: "00:00", To: "24:00"}}}
-	day := &scalingv1alpha1.Schedule{Sleep: []scalingv1alpha1.SleepWindow{{Days: "Mon-Fri", From: "09:00", To: "10:00"}}}
+	nightly := &scalingv1alpha1.Schedule{Schedule: weeklyv1alpha1.Schedule{TimeZone: "Europe/Berlin", Windows: []weeklyv1alpha1.Window{{Days: "Mon-Fri", From: "12:00", To: "18:00"}}}}
+	always := &scalingv1alpha1.Schedule{Schedule: weeklyv1alpha1.Schedule{Windows: []weeklyv1alpha1.Window{{Days: "Mon-Sun", From: "00:00", To: "24:00"}}}}
+	day := &scalingv1alpha1.Schedule{Schedule: weeklyv1alpha1.Schedule{Windows: []weeklyv1alpha1.Window{{Days: "Mon-Fri", From: "09:00", To: "10:00"}}}}
 	for _, tc := range []struct {
 		name  string
 		sched *scalingv1alpha1.Schedule
@@ -113,7 +114,7 @@ func TestWakeParkUnpark(t *testing.T) {
 		{Namespace: "proj-old", Until: metav1.NewTime(wakeNow.Add(-time.Minute))},
 		{Namespace: "proj-b", Until: metav1.NewTime(wakeNow.Add(time.Hour))},
 	}
-	s.Spec.Schedule = &scalingv1alpha1.Schedule{Sleep: []scalingv1alpha1.SleepWindow{{Days: "Mon-Sun", From: "08:00", To: "20:00"}}}
+	s.Spec.Schedule = &scalingv1alpha1.Schedule{Schedule: weeklyv1alpha1.Schedule{Windows: []weeklyv1alpha1.Window{{Days: "Mon-Sun", From: "08:00", To: "20:00"}}}}
 	conflicts := 1
 	funcs := &interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 		if conflicts > 0 {

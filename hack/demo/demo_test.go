@@ -43,12 +43,19 @@ func buildDemo(t *testing.T) string {
 
 func startDemo(t *testing.T, bin, stateDir string, args ...string) *demoProcess {
 	t.Helper()
+	return startInGroup(t, exec.Command(bin, append([]string{"-state-dir", stateDir}, args...)...), stateDir)
+}
+
+// startInGroup starts cmd (the demo, or `make demo` that runs it) with its
+// output on a pipe the test reads; stateDir is where the demo keeps its state.
+// When the test ends, whatever still runs of it is killed.
+func startInGroup(t *testing.T, cmd *exec.Cmd, stateDir string) *demoProcess {
+	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &demoProcess{stdout: r, lines: make(chan string, 1024), done: make(chan struct{}), stateDir: stateDir}
-	d.cmd = exec.Command(bin, append([]string{"-state-dir", stateDir}, args...)...)
+	d := &demoProcess{cmd: cmd, stdout: r, lines: make(chan string, 1024), done: make(chan struct{}), stateDir: stateDir}
 	d.cmd.Stdout, d.cmd.Stderr = w, w
 	// Its own process group, as `make demo` in a terminal: Ctrl-C reaches
 	// the demo and whatever it runs in the foreground.

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -14,7 +16,7 @@ import (
 
 // The addresses the probe sample (config/samples/..._probe.yaml) checks.
 // They are fixed because the sample names them; the manager is started with
-// --probe-allow for exactly these.
+// --probe-allow for the addresses the health server actually listens on.
 const (
 	healthHTTPAddr = "127.0.0.1:18080"
 	healthTCPAddr  = "127.0.0.1:18081"
@@ -45,12 +47,28 @@ type healthAddrs struct{ http, tcp, grpc string }
 // demoHealthAddrs are the addresses the probe sample names.
 var demoHealthAddrs = healthAddrs{http: healthHTTPAddr, tcp: healthTCPAddr, grpc: healthGRPCAddr}
 
+// startDemoHealthServer listens on the addresses the probe sample names.
+// When one of them is taken (another demo on this machine — a second clone,
+// a test — or any other program), it listens on free loopback ports instead
+// and reports moved: the demo then applies the probe sample with those ports
+// and prints them, so two demos run side by side instead of one failing.
+func startDemoHealthServer() (h *healthServer, moved bool, err error) {
+	h, err = startHealthServer(demoHealthAddrs)
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return h, false, err
+	}
+	h, err = startHealthServer(healthAddrs{http: "127.0.0.1:0", tcp: "127.0.0.1:0", grpc: "127.0.0.1:0"})
+	return h, err == nil, err
+}
+
+// startHealthServer listens on addrs (port 0: a free port); h.addrs are the
+// addresses it listens on.
 func startHealthServer(addrs healthAddrs) (*healthServer, error) {
-	h := &healthServer{addrs: addrs, failing: map[string]bool{}, grpcH: health.NewServer()}
+	h := &healthServer{failing: map[string]bool{}, grpcH: health.NewServer()}
 	listen := func(addr, what string) (net.Listener, error) {
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
-			return nil, fmt.Errorf("the %s health endpoint of the probe sample needs %s: %w (is another demo running?)", what, addr, err)
+			return nil, fmt.Errorf("the %s health endpoint of the probe sample needs %s: %w", what, addr, err)
 		}
 		return l, nil
 	}
@@ -68,10 +86,12 @@ func startHealthServer(addrs healthAddrs) (*healthServer, error) {
 		_ = h.tcp.Close()
 		return nil, err
 	}
+	// The TCP endpoint "heals" by listening again on the same port.
+	h.addrs = healthAddrs{http: hl.Addr().String(), tcp: h.tcp.Addr().String(), grpc: gl.Addr().String()}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if h.isFailing("http") {
-			http.Error(w, "failing on purpose (curl -X POST http://"+addrs.http+"/heal/http)", http.StatusServiceUnavailable)
+			http.Error(w, "failing on purpose (curl -X POST http://"+h.addrs.http+"/heal/http)", http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = fmt.Fprintln(w, "ok")

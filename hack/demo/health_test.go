@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"maps"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +14,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"sigs.k8s.io/yaml"
+
+	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	"github.com/runbook-dev/runbook/test/testenv"
 )
 
 // freeAddr is a loopback address nobody listens on (the health server
@@ -104,5 +111,85 @@ func TestHealthServerFailsOnPurpose(t *testing.T) {
 	b.Write(buf[:n])
 	if !strings.Contains(b.String(), "http  healthy") {
 		t.Errorf("GET / describes the probes: %q", b.String())
+	}
+}
+
+// TestProbeSampleFollowsMovedHealthServer: when another demo holds the
+// sample's ports, the probe sample the demo applies names the ports this
+// demo's health server listens on, and nothing else in the stream changes.
+func TestProbeSampleFollowsMovedHealthServer(t *testing.T) {
+	sample, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "samples", "autoreboot_v1alpha1_rebootpolicy_probe.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: keep\ndata:\n  port: \"18080\"\n"
+	stream := []byte(other + "---\n" + string(sample))
+	for _, want := range []string{"port: 18080", "port: 18081", "port: 18082"} {
+		if !strings.Contains(string(sample), want) {
+			t.Fatalf("positive control: the probe sample lacks %q", want)
+		}
+	}
+
+	same, err := moveProbePorts(stream, demoHealthAddrs, demoHealthAddrs)
+	if err != nil || string(same) != string(stream) {
+		t.Fatalf("with the sample's own ports the stream must stay as it is (err %v)", err)
+	}
+
+	moved := healthAddrs{http: "127.0.0.1:40001", tcp: "127.0.0.1:40002", grpc: "127.0.0.1:40003"}
+	out, err := moveProbePorts(stream, demoHealthAddrs, moved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var policy autorebootv1alpha1.RebootPolicy
+	docs := strings.Split(string(out), "---\n")
+	if len(docs) != 3 || docs[1] != other {
+		t.Fatalf("want the ConfigMap unchanged and the policy after it, got:\n%s", out)
+	}
+	if err := yaml.UnmarshalStrict([]byte(docs[2]), &policy); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, p := range policy.Spec.Policies {
+		switch pr := p.Trigger.Probe; {
+		case pr.HTTPGet != nil:
+			got[p.Name] = pr.HTTPGet.Port.IntValue()
+		case pr.TCPSocket != nil:
+			got[p.Name] = pr.TCPSocket.Port.IntValue()
+		case pr.GRPC != nil:
+			got[p.Name] = int(pr.GRPC.Port)
+		}
+	}
+	want := map[string]int{"upstream-http": 40001, "cache-tcp": 40002, "backend-grpc": 40003}
+	if !maps.Equal(got, want) {
+		t.Errorf("probe ports %v, want %v", got, want)
+	}
+	if policy.Name != "nginx-on-health" || policy.Spec.Target.Name != "nginx" || policy.Spec.Policies[0].Trigger.Probe.HTTPGet.Path != "/healthz" {
+		t.Errorf("the rest of the policy changed: %+v", policy)
+	}
+}
+
+// TestDemoHealthServerMovesWhenTaken: with the probe sample's HTTP port
+// taken (here by the test; on a shared machine maybe by another demo), the
+// demo's health server listens on free ports, says it moved, and answers
+// there, instead of failing the demo.
+func TestDemoHealthServerMovesWhenTaken(t *testing.T) {
+	if l, err := net.Listen("tcp", healthHTTPAddr); err == nil {
+		defer func() { _ = l.Close() }()
+	} // else: someone else holds it, which is the case under test too
+	h, moved, err := startDemoHealthServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if !moved || h.addrs.http == healthHTTPAddr || h.addrs.tcp == healthTCPAddr || h.addrs.grpc == healthGRPCAddr {
+		t.Fatalf("moved=%v addrs=%+v: want all three on free ports", moved, h.addrs)
+	}
+	resp, err := http.Get("http://" + h.addrs.http + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/healthz on the moved address: %s", resp.Status)
 	}
 }

@@ -80,6 +80,7 @@ type demo struct {
 	runDir   string
 	state    *state
 	spawner  *spawner
+	health   *healthServer
 	teardown []func()
 }
 
@@ -206,13 +207,22 @@ func (d *demo) runPhases(ctx context.Context) error {
 		if err := prepareDemoTable(ctx); err != nil {
 			_, _ = fmt.Fprintf(d.out, "    warning: %v\n    the sql sample stays Degraded until MariaDB answers (.ci/run shows how to start it)\n", err)
 		}
+		d.say("creating the read-only login runbook_probe in PostgreSQL (%s) for the postgres sample", postgresAddr)
+		if err := preparePostgresUser(ctx); err != nil {
+			_, _ = fmt.Fprintf(d.out, "    warning: %v\n    the postgres sample stays Degraded until PostgreSQL answers\n", err)
+		}
 	}
-	health, err := startHealthServer(demoHealthAddrs)
+	health, moved, err := startDemoHealthServer()
 	if err != nil {
 		return err
 	}
+	d.health = health
 	d.atExit(health.Close)
-	d.say("health endpoints for the probe sample: http://%s/healthz, tcp %s, grpc %s", healthHTTPAddr, healthTCPAddr, healthGRPCAddr)
+	a := health.addrs
+	if moved {
+		d.say("%s, %s and %s are taken (another demo on this machine?): the probe sample's endpoints listen on free ports instead, and the sample is applied with them", healthHTTPAddr, healthTCPAddr, healthGRPCAddr)
+	}
+	d.say("health endpoints for the probe sample: http://%s/healthz, tcp %s, grpc %s", a.http, a.tcp, a.grpc)
 
 	real, why := d.realNodeMode()
 	if real {
@@ -315,7 +325,8 @@ func (d *demo) prepare(ctx context.Context, c *cluster.Cluster) error {
 }
 
 func (d *demo) startManager(ctx context.Context, c *cluster.Cluster, bin string) (*cluster.Manager, error) {
-	allow := strings.Join([]string{"127.0.0.1:3306", "127.0.0.1:5432", healthHTTPAddr, healthTCPAddr, healthGRPCAddr}, ",")
+	h := d.health.addrs
+	allow := strings.Join([]string{"127.0.0.1:3306", "127.0.0.1:5432", h.http, h.tcp, h.grpc}, ",")
 	d.say("starting the manager: all controllers, logs human-readable; probes may reach %s and nothing else on loopback", allow)
 	m, err := cluster.StartManagerWith(ctx, d.spawner.start, bin, c.Kubeconfig,
 		"--exec-probe-dir", filepath.Join(d.root, "hack", "demo", "probes"),
@@ -331,9 +342,13 @@ func (d *demo) startManager(ctx context.Context, c *cluster.Cluster, bin string)
 
 func (d *demo) applySamples(ctx context.Context, c *cluster.Cluster) error {
 	d.say("applying demo workloads (nginx's neighbour web, proj-a, proj-b, proj-c) and config/samples")
+	samples, err := d.renderSamples(ctx, c)
+	if err != nil {
+		return err
+	}
 	for _, args := range [][]string{
 		{"-f", filepath.Join(d.root, "hack", "demo", "workloads.yaml")},
-		{"-k", filepath.Join(d.root, "config", "samples")},
+		{"-f", samples},
 	} {
 		out, err := c.Kubectl(ctx, append([]string{"apply", "--server-side"}, args...)...)
 		if err != nil {
@@ -381,7 +396,7 @@ Wake it for a while:        kubectl runbook wake proj-a --for 2h   # kubectl run
 Logs: %[6]s (manager), %[7]s (this output)
 Press Ctrl-C to stop and tear everything down.
 
-`, kubeconfig, testenv.BinDir(), bin, demoUpdate, healthHTTPAddr, filepath.Join(d.stateDir, "manager.log"), filepath.Join(d.stateDir, "demo.log"), realLine)
+`, kubeconfig, testenv.BinDir(), bin, demoUpdate, d.health.addrs.http, filepath.Join(d.stateDir, "manager.log"), filepath.Join(d.stateDir, "demo.log"), realLine)
 }
 
 // streamLogs copies the manager's logs to manager.log (and, with -logs, to

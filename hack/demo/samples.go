@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -28,10 +30,15 @@ const (
 	demoUpdate   = "UPDATE demo_tbl SET name='ccc' WHERE id=1"
 	demoTableDDL = "CREATE TABLE IF NOT EXISTS demo_tbl (id INT PRIMARY KEY, name VARCHAR(64))"
 	demoRows     = "INSERT IGNORE INTO demo_tbl (id, name) VALUES (1, 'aaa'), (2, 'bbb')"
+	// The sample's DSN user may only read the table, as a probe's user
+	// should: the manager refuses more powerful ones (DSNTooPowerful).
+	demoUser  = "CREATE USER IF NOT EXISTS 'runbook_probe'@'%' IDENTIFIED BY 'runbook-demo'"
+	demoGrant = "GRANT SELECT ON test.demo_tbl TO 'runbook_probe'@'%'"
 )
 
 // prepareDemoTable creates test.demo_tbl with its two rows unless they are
-// there already (a second demo keeps whatever the first changed).
+// there already (a second demo keeps whatever the first changed), and the
+// sample's user that may only read it.
 func prepareDemoTable(ctx context.Context) error {
 	conn, err := mysql.NewConnector(&mysql.Config{User: "root", Net: "tcp", Addr: mariaDBAddr, DBName: "test", AllowNativePasswords: true, Timeout: 5 * time.Second})
 	if err != nil {
@@ -39,10 +46,29 @@ func prepareDemoTable(ctx context.Context) error {
 	}
 	db := sql.OpenDB(conn)
 	defer func() { _ = db.Close() }()
-	for _, q := range []string{demoTableDDL, demoRows} {
+	for _, q := range []string{demoTableDDL, demoRows, demoUser, demoGrant} {
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("MariaDB on %s (root, no password, database test): %s: %w", mariaDBAddr, q, err)
 		}
+	}
+	return nil
+}
+
+// postgresAddr is the machine's PostgreSQL (trust), which the postgres
+// sample queries as runbook_probe: a login with no privileges beyond
+// PUBLIC's, as a probe's user should be.
+const postgresAddr = "127.0.0.1:5432"
+
+func preparePostgresUser(ctx context.Context) error {
+	cfg, err := pgx.ParseConfig("postgres://postgres@" + postgresAddr + "/test?sslmode=disable&connect_timeout=5")
+	if err != nil {
+		return err
+	}
+	db := stdlib.OpenDB(*cfg)
+	defer func() { _ = db.Close() }()
+	const q = "DO $$ BEGIN CREATE ROLE runbook_probe LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$"
+	if _, err := db.ExecContext(ctx, q); err != nil {
+		return fmt.Errorf("PostgreSQL on %s (postgres, trust, database test): %w", postgresAddr, err)
 	}
 	return nil
 }

@@ -97,21 +97,6 @@ func platformImage(s Spec, base v1.Layer, b platformBinary) (v1.Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("manager layer: %w", err)
 	}
-	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
-	img, err = mutate.Append(img,
-		mutate.Addendum{Layer: base, MediaType: types.OCILayer, History: v1.History{Created: v1.Time{Time: s.Created}, CreatedBy: "hack/image: passwd, group, nsswitch.conf, CA certificates, /tmp, /home/nonroot", Comment: "base"}},
-		mutate.Addendum{Layer: manager, MediaType: types.OCILayer, History: v1.History{Created: v1.Time{Time: s.Created}, CreatedBy: "hack/image: " + managerPath + " (CGO_ENABLED=0 go build " + s.BuildFlags + " ./cmd)", Comment: "manager"}},
-	)
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cfg = cfg.DeepCopy()
-	cfg.OS, cfg.Architecture, cfg.Variant = b.OS, b.Arch, variant(b.Arch)
-	cfg.Created = v1.Time{Time: s.Created}
 	labels := map[string]string{
 		"org.opencontainers.image.source":      sourceURL,
 		"org.opencontainers.image.title":       imageTitle,
@@ -121,22 +106,58 @@ func platformImage(s Spec, base v1.Layer, b platformBinary) (v1.Image, error) {
 	if s.Revision != "" {
 		labels["org.opencontainers.image.revision"] = s.Revision
 	}
-	cfg.Config = v1.Config{
+	return assemble(b.OS, b.Arch, s.Created, []layerPart{
+		{layer: base, createdBy: "hack/image: passwd, group, nsswitch.conf, CA certificates, /tmp, /home/nonroot", comment: "base"},
+		{layer: manager, createdBy: "hack/image: " + managerPath + " (CGO_ENABLED=0 go build " + s.BuildFlags + " ./cmd)", comment: "manager"},
+	}, v1.Config{
 		User:       fmt.Sprintf("%d:%d", nonRootUID, nonRootUID),
 		Entrypoint: []string{managerPath},
 		WorkingDir: "/",
 		Env:        []string{"SSL_CERT_FILE=" + caBundlePath},
 		Labels:     labels,
+	})
+}
+
+// layerPart is one layer of an image with the history entry that says
+// where it came from.
+type layerPart struct {
+	layer              v1.Layer
+	createdBy, comment string
+}
+
+// assemble is the one way every image of this module is made: OCI media
+// types, the layers in order with their history, the platform and the
+// runtime config.
+func assemble(osName, arch string, created time.Time, parts []layerPart, config v1.Config) (v1.Image, error) {
+	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	adds := make([]mutate.Addendum, 0, len(parts))
+	for _, p := range parts {
+		adds = append(adds, mutate.Addendum{Layer: p.layer, MediaType: types.OCILayer,
+			History: v1.History{Created: v1.Time{Time: created}, CreatedBy: p.createdBy, Comment: p.comment}})
 	}
+	img, err := mutate.Append(img, adds...)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cfg = cfg.DeepCopy()
+	cfg.OS, cfg.Architecture, cfg.Variant = osName, arch, variant(arch)
+	cfg.Created = v1.Time{Time: created}
+	cfg.Config = config
 	return mutate.ConfigFile(img, cfg)
 }
 
-// file is one entry of a layer: a regular file, or a directory when dir is set.
+// file is one entry of a layer: a regular file, a directory when dir is
+// set, or a symbolic link to link.
 type file struct {
 	name     string
 	mode     int64
 	uid, gid int
 	dir      bool
+	link     string
 	data     []byte
 }
 
@@ -176,9 +197,12 @@ func layerOf(files []file, mtime time.Time) (v1.Layer, error) {
 			ModTime: mtime,
 			Format:  tar.FormatPAX,
 		}
-		if f.dir {
+		switch {
+		case f.dir:
 			h.Typeflag, h.Name = tar.TypeDir, h.Name+"/"
-		} else {
+		case f.link != "":
+			h.Typeflag, h.Linkname = tar.TypeSymlink, f.link
+		default:
 			h.Typeflag, h.Size = tar.TypeReg, int64(len(f.data))
 		}
 		if err := tw.WriteHeader(h); err != nil {

@@ -9,6 +9,12 @@
 //	go run . -name ghcr.io/runbook-dev/runbook-manager:v0.1.0 -out ../../bin/image \
 //	  -binary linux/amd64=../../bin/image/manager-linux-amd64 \
 //	  -binary linux/arm64=../../bin/image/manager-linux-arm64
+//
+// `go run . node-images` (make node-images) builds the images of the local
+// real node instead, one OCI archive each and an images.json naming them by
+// digest: the manager, memcached from Debian's package with exactly the
+// libraries it links, the demo web server (./web) and the sandbox's pause
+// (./pause).
 package main
 
 import (
@@ -40,6 +46,13 @@ func (b *binaryFlags) Set(v string) error {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "node-images" {
+		if err := nodeImagesMain(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "image:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var bins binaryFlags
 	name := flag.String("name", "", "image reference the index is tagged with (org.opencontainers.image.ref.name), e.g. ghcr.io/runbook-dev/runbook-manager:v0.1.0")
 	out := flag.String("out", "", "output directory: oci/ (OCI image layout) and <name>.oci.tar are written into it")

@@ -94,3 +94,10 @@ func keyPart(fp string) (string, bool) {
 // FormatHex turns a hex HMAC made with k.New into the fingerprint kept in
 // status.
 func (k *Key) FormatHex(sum string) string { return prefix + k.id + "." + sum }
+
+// FormatHexVersion is FormatHex for data whose encoding changed: the
+// version joins the key id, so that a baseline of the old encoding reads
+// as made with another key and is recorded anew instead of firing.
+func (k *Key) FormatHexVersion(version, sum string) string {
+	return prefix + k.id + "-" + version + "." + sum
+}

@@ -170,3 +170,15 @@ func TestSameKey(t *testing.T) {
 		}
 	}
 }
+
+func TestVersionedFingerprintIsAnotherKey(t *testing.T) {
+	k := mustKey(t, "0123456789abcdef0123456789abcdef")
+	sum := hex.EncodeToString(make([]byte, 32))
+	old, v2 := k.FormatHex(sum), k.FormatHexVersion("q2", sum)
+	if SameKey(old, v2) {
+		t.Fatal("a fingerprint of the new encoding compares with one of the old")
+	}
+	if !SameKey(v2, k.FormatHexVersion("q2", hex.EncodeToString(make([]byte, 31)))) {
+		t.Fatal("two fingerprints of the same version and key do not compare")
+	}
+}

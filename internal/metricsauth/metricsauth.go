@@ -4,9 +4,9 @@
 // `get` on /metrics) is served. It does what controller-runtime's
 // metrics/filters does through client-go's typed clients alone; that
 // package links k8s.io/apiserver (with CEL, OpenTelemetry, konnectivity and
-// component-base: 24 of the manager's 95 modules), 6.6 MB of the stripped
-// binary and, with the scheme trimmed at the same time, 8 MiB of its
-// resident memory (test/bench/startup), for two API calls.
+// component-base), a large share of the binary and of the manager's fixed
+// resident memory (test/bench/startup; figures in test/bench/RESULTS.md),
+// for two API calls.
 package metricsauth
 
 import (

@@ -20,6 +20,8 @@ type DB struct {
 	limits  Limits
 	timeout time.Duration
 	wire    *wire
+	// allowPowerful skips the check of the user's powers.
+	allowPowerful bool
 
 	mu               sync.Mutex // one query at a time, so the wire counts one query
 	broken           bool       // a driver panicked; the pool may be wedged
@@ -46,9 +48,12 @@ func Open(dsn string, o Options) (*DB, error) {
 	}
 	db := sql.OpenDB(c)
 	db.SetMaxOpenConns(1)
-	db.SetMaxIdleConns(1)
-	db.SetConnMaxLifetime(10 * time.Minute)
-	return &DB{db: db, driver: o.Driver, limits: o.Limits, timeout: o.StatementTimeout, wire: w, mysqlTimeoutStmt: -1}, nil
+	// Every query gets a new session: nothing a query leaves in one (a
+	// named or advisory lock, a session variable, a role) reaches the
+	// next, and the user's powers are checked again each time.
+	db.SetMaxIdleConns(0)
+	return &DB{db: db, driver: o.Driver, limits: o.Limits, timeout: o.StatementTimeout, wire: w, mysqlTimeoutStmt: -1,
+		allowPowerful: o.AllowPowerfulUser}, nil
 }
 
 // Close closes the connection.
@@ -56,12 +61,26 @@ func (d *DB) Close() error { return d.db.Close() }
 
 // Fingerprint runs query in a read-only transaction and returns the hex of
 // newHash over the column names and every value of every row, in order.
-// Errors are *Error; their text is safe to show. After one whose message is
-// "driver failed" the DB must be closed.
+// A query that is not a plain SELECT of the allow-lists is refused before
+// anything is sent. Errors are *Error; their text is safe to show. After
+// one whose message is "driver failed" the DB must be closed.
 func (d *DB) Fingerprint(ctx context.Context, query string, newHash func() hash.Hash) (string, error) {
 	if newHash == nil {
 		return "", errors.New("sqlguard: newHash is required")
 	}
+	text, err := checkStatement(d.driver, query)
+	if err != nil {
+		reason, message := classify(err)
+		return "", &Error{Reason: reason, Message: message}
+	}
+	return d.fingerprint(ctx, text, newHash)
+}
+
+// fingerprint runs text, already checked, with the server-side defences:
+// the new session, the user's powers, the read-only transaction, the
+// timeouts and the limits. Tests call it directly to prove that those
+// hold on their own.
+func (d *DB) fingerprint(ctx context.Context, text string, newHash func() hash.Hash) (string, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.broken {
@@ -70,7 +89,7 @@ func (d *DB) Fingerprint(ctx context.Context, query string, newHash func() hash.
 	d.wire.reset()
 	ctx, cancel := context.WithTimeout(ctx, d.timeout+clientGrace)
 	defer cancel()
-	sum, err := d.run(ctx, query, newHash())
+	sum, err := d.run(ctx, text, newHash())
 	if err != nil {
 		return "", d.safeError(err)
 	}

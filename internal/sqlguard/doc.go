@@ -21,6 +21,18 @@
 // decides which addresses a tenant may reach; unix sockets additionally need
 // their exact path in Options.AllowUnixSockets.
 //
+// Statements, client side: before anything is sent (no connection is
+// made), the statement is parsed by a real parser of its dialect and
+// checked against allow-lists of constructs and side-effect-free
+// functions (statement.go); PostgreSQL's text is sent as written,
+// MySQL's as re-written from the tree, so executable comments the parser
+// skipped never run.
+//
+// Users, server side: every query gets a new session, and before the query
+// the user's powers are checked: superusers, server file/program/signal
+// roles, MySQL privileges beyond SELECT, grant options and roles are
+// refused (privileges.go) unless Options.AllowPowerfulUser.
+//
 // Writes, server side: the query runs in a read-only transaction that is
 // always rolled back (MySQL and MariaDB also get SET SESSION TRANSACTION READ
 // ONLY first, because their DDL commits implicitly and would otherwise run
@@ -30,10 +42,7 @@
 // read-write. MySQL and MariaDB get an EXPLAIN FORMAT=JSON of the query
 // first, inside the same transaction: the server's own grammar then refuses
 // anything that is not SELECT, WITH, VALUES or DML (DML then fails on the
-// read-only transaction). That stops statements a read-only transaction
-// lets through there: SET GLOBAL, FLUSH, KILL, SHUTDOWN, and MariaDB's
-// "SET STATEMENT tx_read_only=0 FOR DROP TABLE …", which does drop the table
-// even in a read-only session.
+// read-only transaction).
 //
 // Time, both sides: a server-side statement timeout (statement_timeout,
 // max_statement_time or max_execution_time) and a client-side context
@@ -51,23 +60,13 @@
 // phrase plus at most a numeric code or SQLSTATE, never a driver's message,
 // a DSN part or a value. The raw driver error is not kept.
 //
-// # What a read-only transaction cannot stop
+// # What the checks cannot see
 //
-// Grant the DSN's user SELECT on what it needs and nothing else: the server's
-// privileges are the only complete defence. Stored routines are covered (the
-// EXPLAIN refuses CALL; PostgreSQL refuses a procedure's COMMIT inside our
-// transaction block; functions run inside the read-only transaction, so
-// their writes fail), but without those privileges:
-//   - SELECT … INTO OUTFILE / DUMPFILE and LOAD_FILE() write and read files
-//     of the database server for a user with the FILE privilege, and
-//     PostgreSQL's pg_read_file(), lo_export() and friends do the same for a
-//     superuser or the pg_*_server_files roles;
-//   - functions whose effects lie outside the transaction still have them:
-//     pg_terminate_backend, pg_cancel_backend, advisory locks (GET_LOCK,
-//     pg_advisory_lock), dblink, and the row locks of SELECT … FOR UPDATE;
-//   - MySQL's optimizer hint /*+ MAX_EXECUTION_TIME(n) */ overrides the
-//     server timeout for one SELECT; only the client deadline then remains,
-//     and MySQL does not stop a query when its client disconnects, so the
-//     query keeps running on the server (MariaDB's equivalent, SET
-//     STATEMENT max_statement_time=0 FOR …, is refused by the EXPLAIN).
+// Grant the DSN's user SELECT on what it needs and nothing else: a view, a
+// rule, a trigger, an operator or a cast of someone else's runs with that
+// user's privileges when the query touches it, and the statement check
+// does not see inside them. What such code can still do without the
+// refused powers: take locks until the session ends (right after the
+// query), wait until the timeout, cancel its own user's other sessions,
+// call dblink where the extension is installed.
 package sqlguard

@@ -124,7 +124,13 @@ var errDriverPanic = errors.New("driver panicked")
 func classify(err error) (reason, message string) {
 	var le *limitError
 	var nq *notAQueryError
+	var se *statementError
+	var pw *powerError
 	switch {
+	case errors.As(err, &se):
+		return ReasonQueryNotAllowed, se.Error()
+	case errors.As(err, &pw):
+		return ReasonDSNTooPowerful, pw.Error()
 	case errors.As(err, &le):
 		return ReasonResultTooLarge, "result too large: " + le.msg
 	case errors.As(err, &nq):

@@ -99,7 +99,9 @@ func dial(ctx context.Context, network, addr string) (net.Conn, error) {
 }
 
 func options(driver string) Options {
-	return Options{Driver: driver, Dial: dial, StatementTimeout: 5 * time.Second}
+	// The machine's root and postgres users are superusers: the tests of the
+	// other defences accept them as a trusted admin would.
+	return Options{Driver: driver, Dial: dial, StatementTimeout: 5 * time.Second, AllowPowerfulUser: true}
 }
 
 func openGuard(t *testing.T, dsn string, o Options) *DB {
@@ -231,3 +233,13 @@ func denyAll(_ context.Context, network, addr string) (net.Conn, error) {
 }
 
 var errOther = errors.New("some other dial failure")
+
+// wantRefusedBeforeSent checks that the statement check refuses q.
+func wantRefusedBeforeSent(t *testing.T, g *DB, q string) {
+	t.Helper()
+	_, err := g.Fingerprint(context.Background(), q, testKey)
+	wantReason(t, err, ReasonQueryNotAllowed)
+	if !strings.HasPrefix(err.Error(), "query refused before it was sent: ") {
+		t.Fatalf("%q: refused by %q, not by the statement check", q, err)
+	}
+}

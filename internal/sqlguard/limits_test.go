@@ -113,7 +113,7 @@ func TestStatementTimeout(t *testing.T) {
 			o.StatementTimeout = time.Second
 			g := openGuard(t, be.dsn, o)
 			start := time.Now()
-			_, err := g.Fingerprint(context.Background(), be.sleep, testKey)
+			_, err := g.fingerprint(context.Background(), be.sleep, testKey)
 			took := time.Since(start)
 			t.Logf("%v after %v", err, took.Round(time.Millisecond))
 			wantReason(t, err, ReasonTimeout)

@@ -194,6 +194,11 @@ func (d *DB) mysqlSession(ctx context.Context, conn *sql.Conn) (*sql.Tx, error) 
 	if err := d.mysqlTimeout(ctx, conn); err != nil {
 		return nil, err
 	}
+	if !d.allowPowerful {
+		if err := d.checkMySQLPowers(ctx, conn); err != nil {
+			return nil, err
+		}
+	}
 	return conn.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 }
 

@@ -46,6 +46,10 @@ type Options struct {
 	AllowUnixSockets []string
 	Limits           Limits
 	StatementTimeout time.Duration
+	// AllowPowerfulUser accepts a DSN whose user may act outside the
+	// database's own data (a superuser, FILE, SUPER, write privileges, …);
+	// by default such a connection is refused before the query runs.
+	AllowPowerfulUser bool
 }
 
 // Limits bound one result. Sizes count what the fingerprint hashes: every

@@ -125,7 +125,7 @@ func mustDefaults(t *testing.T, o Options) Options {
 
 func assertHardened(t *testing.T, dsn string, cfg *pgx.ConnConfig) {
 	t.Helper()
-	want := map[string]string{"application_name": "runbook-rebootpolicy", "default_transaction_read_only": "on", "statement_timeout": "5000"}
+	want := map[string]string{"application_name": "runbook-rebootpolicy", "default_transaction_read_only": "on", "standard_conforming_strings": "on", "statement_timeout": "5000"}
 	if !maps.Equal(cfg.RuntimeParams, want) {
 		t.Errorf("%q: runtime params %v", dsn, cfg.RuntimeParams)
 	}

@@ -193,7 +193,10 @@ func hardenPG(cfg *pgx.ConnConfig, o Options, dial DialFunc) {
 	cfg.RuntimeParams = map[string]string{
 		"application_name":              "runbook-rebootpolicy",
 		"default_transaction_read_only": "on",
-		"statement_timeout":             strconv.FormatInt(o.StatementTimeout.Milliseconds(), 10),
+		// The statement check reads string literals this way; a role's
+		// default of off would make the server read them otherwise.
+		"standard_conforming_strings": "on",
+		"statement_timeout":           strconv.FormatInt(o.StatementTimeout.Milliseconds(), 10),
 	}
 	cfg.ValidateConnect, cfg.AfterConnect, cfg.AfterNetConnect = nil, nil, nil
 	cfg.OnNotice, cfg.OnNotification, cfg.OAuthTokenProvider = nil, nil, nil
@@ -219,18 +222,35 @@ func withoutClientCert(c *tls.Config) *tls.Config {
 	return c
 }
 
-// pgSession opens the read-only transaction. Setting the timeout with a
-// SELECT also takes the transaction's snapshot, after which PostgreSQL
-// refuses SET transaction_read_only = off.
+// pgSession opens the read-only transaction. Its first statement sets
+// the timeout, puts pg_catalog first in the search path (so that an
+// allowed function's name finds the built-in, not a tenant's function of
+// the same name) and reports the user's powers; as a SELECT it also takes
+// the transaction's snapshot, after which PostgreSQL refuses
+// SET transaction_read_only = off.
 func (d *DB) pgSession(ctx context.Context, conn *sql.Conn) (*sql.Tx, error) {
 	tx, err := conn.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, err
 	}
-	q := fmt.Sprintf("SELECT set_config('statement_timeout', '%d', true)", d.timeout.Milliseconds())
-	if _, err := tx.ExecContext(ctx, q); err != nil {
+	q := fmt.Sprintf("SELECT pg_catalog.set_config('statement_timeout', '%d', true), "+
+		"pg_catalog.set_config('search_path', 'pg_catalog, ' || pg_catalog.current_setting('search_path'), true), %s",
+		d.timeout.Milliseconds(), pgPowerColumns())
+	var timeout, path string
+	powers := make([]bool, 1+len(pgPowers))
+	dest := []any{&timeout, &path}
+	for i := range powers {
+		dest = append(dest, &powers[i])
+	}
+	if err := tx.QueryRowContext(ctx, q).Scan(dest...); err != nil {
 		_ = tx.Rollback()
 		return nil, err
+	}
+	if !d.allowPowerful {
+		if err := pgPowerError(powers); err != nil {
+			_ = tx.Rollback()
+			return nil, err
+		}
 	}
 	return tx, nil
 }

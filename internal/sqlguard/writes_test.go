@@ -67,7 +67,10 @@ func TestWritesRefusedByTheDatabase(t *testing.T) {
 			g := openGuard(t, be.dsn, options(be.driver))
 			for _, stmt := range writeAttempts[be.driver] {
 				q := strings.ReplaceAll(stmt, "%s", table)
-				_, err := g.Fingerprint(context.Background(), q, testKey)
+				// The statement check refuses each of them first; below, the
+				// server-side defences alone are tried with the same text.
+				wantRefusedBeforeSent(t, g, q)
+				_, err := g.fingerprint(context.Background(), q, testKey)
 				reason, msg := Describe(err)
 				t.Logf("%-60s -> %s %s", stmt, reason, msg)
 				if err == nil && mustFail(stmt) {
@@ -128,7 +131,7 @@ func TestMySQLExplainGateIsNotDescribe(t *testing.T) {
 		t.Fatalf("control: EXPLAIN TRUNCATE t should describe the table: %v", err)
 	}
 	g := openGuard(t, mysqlDSN, options(MySQL))
-	_, err := g.Fingerprint(context.Background(), "TRUNCATE "+table, testKey)
+	_, err := g.fingerprint(context.Background(), "TRUNCATE "+table, testKey)
 	wantReason(t, err, ReasonQueryNotAllowed)
 	if !strings.Contains(err.Error(), "EXPLAIN rejected") {
 		t.Fatalf("refused by %q, want the EXPLAIN gate", err)
@@ -164,7 +167,8 @@ func TestStoredRoutinesCannotEscape(t *testing.T) {
 				mustExec(t, plain, sub(r.create))
 				t.Cleanup(func() { _, _ = plain.ExecContext(context.Background(), sub(r.drop)) })
 
-				_, err := g.Fingerprint(context.Background(), sub(r.call), testKey)
+				wantRefusedBeforeSent(t, g, sub(r.call))
+				_, err := g.fingerprint(context.Background(), sub(r.call), testKey)
 				t.Logf("%s: %v", r.call, err)
 				if err == nil || count(t, plain, table) != 3 {
 					t.Fatalf("%s escaped: %v", r.call, err)

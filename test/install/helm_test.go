@@ -183,6 +183,22 @@ func TestHelmValues(t *testing.T) {
 			},
 		},
 		{
+			name: "Go runtime knobs",
+			set:  []string{"--set", "goRuntime.memoryLimitFromResources=false", "--set-string", "goRuntime.gogc=50"},
+			check: func(t *testing.T, _ objectSet, dep *appsv1.Deployment) {
+				c := dep.Spec.Template.Spec.Containers[0]
+				checkGoMemLimit(t, "memoryLimitFromResources=false", c, false)
+				if v, ok := envVar(c, "GOGC"); !ok || v.Value != "50" || v.ValueFrom != nil {
+					t.Errorf("GOGC %+v (found %v), want 50", v, ok)
+				}
+			},
+		},
+		{
+			name:    "GOGC not a percentage (values.schema.json)",
+			set:     []string{"--set-string", "goRuntime.gogc=50%"},
+			wantErr: "does not match pattern",
+		},
+		{
 			name: "metrics off",
 			set:  []string{"--set", "metrics.enabled=false", "--set", "metrics.serviceMonitor.enabled=true"},
 			check: func(t *testing.T, objs objectSet, dep *appsv1.Deployment) {

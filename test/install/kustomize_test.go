@@ -104,6 +104,45 @@ func checkManagerDeployment(t *testing.T, objs objectSet, dep *appsv1.Deployment
 	} else {
 		objs.named(t, "ServiceAccount", sa)
 	}
+	checkGoMemLimit(t, dep.Name, c, true)
+	if v, ok := envVar(c, "GOGC"); ok {
+		t.Errorf("Deployment %s sets GOGC (%+v) by default: Go's default is the user's to change", dep.Name, v)
+	}
+}
+
+// checkGoMemLimit: GOMEMLIMIT is the container's own memory limit, through
+// the downward API (a plain byte count, which Go accepts), when want; absent
+// otherwise.
+func checkGoMemLimit(t *testing.T, what string, c corev1.Container, want bool) {
+	t.Helper()
+	v, ok := envVar(c, "GOMEMLIMIT")
+	if !want {
+		if ok {
+			t.Errorf("%s: GOMEMLIMIT set (%+v), want none", what, v)
+		}
+		return
+	}
+	if c.Resources.Limits.Memory().IsZero() {
+		t.Errorf("%s: no memory limit for GOMEMLIMIT to follow", what)
+	}
+	ref := (*corev1.ResourceFieldSelector)(nil)
+	if ok && v.ValueFrom != nil {
+		ref = v.ValueFrom.ResourceFieldRef
+	}
+	if ref == nil || ref.Resource != "limits.memory" || (ref.ContainerName != "" && ref.ContainerName != c.Name) ||
+		(!ref.Divisor.IsZero() && ref.Divisor.Value() != 1) {
+		t.Errorf("%s: GOMEMLIMIT %+v, want the container's limits.memory in bytes (resourceFieldRef)", what, v)
+	}
+}
+
+// envVar finds the environment variable name of c.
+func envVar(c corev1.Container, name string) (corev1.EnvVar, bool) {
+	for _, v := range c.Env {
+		if v.Name == name {
+			return v, true
+		}
+	}
+	return corev1.EnvVar{}, false
 }
 
 // checkBindingsNameServiceAccount: every (Cluster)RoleBinding binds the

@@ -3,6 +3,8 @@ package v1alpha1
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	weeklyv1alpha1 "github.com/runbook-dev/runbook/api/weekly/v1alpha1"
 )
 
 // RestartedAtAnnotation is set on spec.template.metadata.annotations of a
@@ -55,6 +57,11 @@ const (
 	// ReasonDSNNotAllowed: the DSN sets a parameter the manager refuses
 	// (one that reads files or widens what a statement can do).
 	ReasonDSNNotAllowed = "DSNNotAllowed"
+	// ReasonDSNTooPowerful: the DSN's database user may act outside the
+	// database's own data (superuser, server files or programs, FILE,
+	// SUPER, PROCESS, write privileges) and the admin did not allow such
+	// users (--sql-allow-powerful-users).
+	ReasonDSNTooPowerful = "DSNTooPowerful"
 	// ReasonInvalidDSN: the driver cannot parse the DSN.
 	ReasonInvalidDSN = "InvalidDSN"
 	// ReasonQueryFailed: the database could not run the query.
@@ -86,6 +93,10 @@ const (
 	// ReasonReferenceNotFound: a referenced object does not exist (a
 	// policy note; the trigger keeps working for the others).
 	ReasonReferenceNotFound = "ReferenceNotFound"
+	// ReasonInvalidSchedule: spec.restartSchedule cannot be evaluated (a
+	// time zone the manager's database does not know); no restart is made
+	// until it is fixed. NSScaler uses the same reason for its schedule.
+	ReasonInvalidSchedule = weeklyv1alpha1.ReasonInvalidSchedule
 	// ReasonOutsideWindow (Ready, True): a restart waits for a window.
 	ReasonOutsideWindow = "OutsideRestartWindow"
 	// ReasonSettling (Ready, True): a restart waits for the settle delay.
@@ -345,13 +356,14 @@ type RebootPolicySpec struct {
 	// +optional
 	SettleDelay *metav1.Duration `json:"settleDelay,omitempty"`
 
-	// RestartWindows: restarts are made only inside one of these windows;
-	// a fire outside them stays pending and is acted on at the next
-	// opening. Empty means at any time.
-	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=16
+	// RestartSchedule: restarts are made only inside its windows (the
+	// weekly schedule both kinds share: timeZone and windows, see
+	// docs/rebootpolicy.md, "Restart windows"); a fire outside them stays
+	// pending and is acted on when the next window opens. Unset means at
+	// any time.
+	// +kubebuilder:validation:XValidation:rule="has(self.windows) && size(self.windows) > 0",message="a restartSchedule needs at least one window; leave it out to restart at any time"
 	// +optional
-	RestartWindows []RestartWindow `json:"restartWindows,omitempty"`
+	RestartSchedule *weeklyv1alpha1.Schedule `json:"restartSchedule,omitempty"`
 
 	// Rollout governs how many targets restart at once.
 	// +optional
@@ -400,6 +412,13 @@ type PolicyStatus struct {
 	// trigger was seen: the settle delay counts from it.
 	// +optional
 	LastChangeTime *metav1.Time `json:"lastChangeTime,omitempty"`
+	// LastChange names what the last fire of a watch trigger was about
+	// (and the fires merged into its pending restart): the ConfigMap or
+	// Secret and the keys that changed, were added or removed — names
+	// only, never values.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	LastChange string `json:"lastChange,omitempty"`
 	// Targets are the per-target baselines and pending changes of a
 	// referenced trigger.
 	// +listType=map

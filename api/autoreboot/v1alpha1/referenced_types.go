@@ -71,4 +71,10 @@ type ReferencedTargetStatus struct {
 	// trigger was seen: the settle delay counts from it.
 	// +optional
 	LastChangeTime *metav1.Time `json:"lastChangeTime,omitempty"`
+	// LastChange names the ConfigMaps, Secrets and keys whose change made
+	// this target's last fire (and those merged into its pending restart)
+	// — names only, never values.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	LastChange string `json:"lastChange,omitempty"`
 }

@@ -12,6 +12,9 @@ import (
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.podLabels) || !self.podLabels.exists(k, k in ['app.kubernetes.io/name', 'app.kubernetes.io/instance', 'app.kubernetes.io/managed-by', 'app.kubernetes.io/component'])",message="podLabels must not set app.kubernetes.io/name, instance, managed-by or component: the controller selects its pods by them"
 // +kubebuilder:validation:XValidation:rule="!has(self.podAnnotations) || !self.podAnnotations.exists(k, k.startsWith('cache.runbook.dev/'))",message="podAnnotations must not set cache.runbook.dev/ annotations: the controller sets them"
+// +kubebuilder:validation:XValidation:rule="!has(self.sidecars) || !has(self.initContainers) || !self.sidecars.exists(s, self.initContainers.exists(i, i.name == s.name))",message="sidecars and initContainers must have distinct names"
+// +kubebuilder:validation:XValidation:rule="!has(self.sidecars) || self.sidecars.all(c, !has(c.volumeMounts) || c.volumeMounts.all(m, has(self.extraVolumes) && self.extraVolumes.exists(v, v.name == m.name)))",message="sidecars may mount only the spec's extraVolumes"
+// +kubebuilder:validation:XValidation:rule="!has(self.initContainers) || self.initContainers.all(c, !has(c.volumeMounts) || c.volumeMounts.all(m, has(self.extraVolumes) && self.extraVolumes.exists(v, v.name == m.name)))",message="initContainers may mount only the spec's extraVolumes"
 type PodOverrides struct {
 	// ImagePullSecrets for both containers. Each Secret must carry the
 	// label cache.runbook.dev/usable=true.
@@ -71,6 +74,34 @@ type PodOverrides struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(v, self.exists_one(w, w.mountPath == v.mountPath))",message="extraVolumes must have distinct mountPaths"
 	// +optional
 	ExtraVolumes []ExtraVolume `json:"extraVolumes,omitempty"`
+
+	// PodSecurityContext overrides the pod's securityContext within the
+	// Pod Security restricted level.
+	// +optional
+	PodSecurityContext *PodSecurity `json:"podSecurityContext,omitempty"`
+
+	// ContainerSecurityContext overrides the memcached container's
+	// securityContext within the restricted level; its root filesystem
+	// stays read-only.
+	// +optional
+	ContainerSecurityContext *ContainerSecurity `json:"containerSecurityContext,omitempty"`
+
+	// InitContainers run, in order, before the sidecars and memcached start.
+	// +kubebuilder:validation:MaxItems=4
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	InitContainers []ExtraContainer `json:"initContainers,omitempty"`
+
+	// Sidecars run next to memcached for the life of the pod, as native
+	// sidecars (init containers with restartPolicy Always): they start
+	// before memcached and stop after it, so a log shipper or proxy sees
+	// memcached's whole life.
+	// +kubebuilder:validation:MaxItems=4
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Sidecars []ExtraContainer `json:"sidecars,omitempty"`
 }
 
 // LocalSecretReference names a Secret in the Memcached's namespace.

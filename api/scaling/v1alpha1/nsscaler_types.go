@@ -2,6 +2,8 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	weeklyv1alpha1 "github.com/runbook-dev/runbook/api/weekly/v1alpha1"
 )
 
 // DeletionPolicy says what happens to parked workloads when their NSScaler is
@@ -97,7 +99,7 @@ type NSScalerSpec struct {
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
 
 	// Schedule parks the selected, non-whitelisted namespaces only during
-	// its sleep windows (and Asleep exceptions). Without a schedule they are
+	// its windows (and Asleep exceptions). Without a schedule they are
 	// parked all the time.
 	// +optional
 	Schedule *Schedule `json:"schedule,omitempty"`
@@ -123,6 +125,28 @@ type NSScalerSpec struct {
 	// +optional
 	// +kubebuilder:default=Enforce
 	Mode Mode `json:"mode,omitempty"`
+
+	// ParkedReplicas is the replica count a parked workload keeps
+	// (Deployments, StatefulSets, custom kinds; a KEDA ScaledObject is
+	// paused at it). A workload already at or below it is left as it is:
+	// not written, nothing recorded. CronJobs are suspended whatever it
+	// says. Changing it while parked re-parks to the new count.
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	ParkedReplicas int32 `json:"parkedReplicas,omitempty"`
+
+	// GracePeriod keeps a workload created less than this long ago (by its
+	// creationTimestamp) running; it is parked once it is older. A Go
+	// duration ("10m", "1h30m"), at most 24h. Already parked workloads are
+	// not affected.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('24h')",message="gracePeriod must be at most 24h"
+	GracePeriod *metav1.Duration `json:"gracePeriod,omitempty"`
 }
 
 // Condition types of an NSScaler.
@@ -157,8 +181,9 @@ const (
 	ReasonInvalidSelector   = "InvalidSelector"
 	// ReasonInvalidSchedule: the schedule cannot be evaluated (an unknown
 	// time zone, an exception whose end precedes its start); nothing is
-	// parked or restored until it is fixed.
-	ReasonInvalidSchedule = "InvalidSchedule"
+	// parked or restored until it is fixed. RebootPolicy uses the same
+	// reason for its restartSchedule.
+	ReasonInvalidSchedule = weeklyv1alpha1.ReasonInvalidSchedule
 	// ReasonDryRun: spec.mode is DryRun; the message says what would be
 	// done.
 	ReasonDryRun = "DryRun"
@@ -167,6 +192,14 @@ const (
 	ReasonFieldManagerConflict = "FieldManagerConflict"
 	// ReasonNoConflict: Contested is False.
 	ReasonNoConflict = "NoConflict"
+	// ReasonWorkloadsInGrace: Parked is False while workloads younger than
+	// spec.gracePeriod wait to be parked; the message says how many and
+	// until when.
+	ReasonWorkloadsInGrace = "WorkloadsInGrace"
+	// ReasonParkedReplicasRunning: Parked is True with spec.parkedReplicas
+	// above zero: the only pods left are those the parked workloads keep
+	// (and those of workloads left at or below parkedReplicas).
+	ReasonParkedReplicasRunning = "ParkedReplicasRunning"
 )
 
 // Event reasons of an NSScaler (events.k8s.io/v1, regarding the NSScaler,
@@ -302,6 +335,30 @@ type NSScalerStatus struct {
 	// DryRun says what a DryRun NSScaler would do now.
 	// +optional
 	DryRun *DryRunStatus `json:"dryRun,omitempty"`
+
+	// ParkedReplicas is spec.parkedReplicas as the last reconcile applied
+	// it.
+	// +optional
+	ParkedReplicas int32 `json:"parkedReplicas"`
+
+	// GracePeriod is spec.gracePeriod as the last reconcile applied it.
+	// +optional
+	GracePeriod *metav1.Duration `json:"gracePeriod,omitempty"`
+
+	// AtOrBelowParkedReplicas counts the workloads of parked namespaces
+	// left as they are because they run parkedReplicas or fewer.
+	// +optional
+	AtOrBelowParkedReplicas int32 `json:"atOrBelowParkedReplicas"`
+
+	// WorkloadsInGrace counts the workloads of parked namespaces not parked
+	// yet because they are younger than gracePeriod.
+	// +optional
+	WorkloadsInGrace int32 `json:"workloadsInGrace"`
+
+	// InGrace lists them per namespace (at most 10 namespaces, by name;
+	// workloadsInGrace has the full count).
+	// +optional
+	InGrace []NamespaceGrace `json:"inGrace,omitempty"`
 }
 
 // NSScaler parks every workload of the selected namespaces except a
@@ -321,6 +378,8 @@ type NSScalerStatus struct {
 // +kubebuilder:printcolumn:name="Pods",type=integer,JSONPath=`.status.podsRemaining`,priority=1
 // +kubebuilder:printcolumn:name="Excluded",type=integer,JSONPath=`.status.excludedWorkloads`,priority=1
 // +kubebuilder:printcolumn:name="Contested",type=integer,JSONPath=`.status.contestedWorkloads`,priority=1
+// +kubebuilder:printcolumn:name="ParkTo",type=integer,JSONPath=`.status.parkedReplicas`,priority=1,description="Replicas a parked workload keeps (spec.parkedReplicas)"
+// +kubebuilder:printcolumn:name="InGrace",type=integer,JSONPath=`.status.workloadsInGrace`,priority=1,description="Workloads younger than spec.gracePeriod, not parked yet"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type NSScaler struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -2,6 +2,8 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	weeklyv1alpha1 "github.com/runbook-dev/runbook/api/weekly/v1alpha1"
 )
 
 // Phase is what an NSScaler does with its namespaces at a given moment.
@@ -29,27 +31,14 @@ const (
 	ModeDryRun Mode = "DryRun"
 )
 
-// Schedule says when the selected namespaces sleep. Times are wall-clock
-// times in timeZone; transitions are computed in that zone, across DST
-// changes (see docs/nsscaler.md, "Schedules").
-// +kubebuilder:validation:XValidation:rule="(has(self.sleep) && size(self.sleep) > 0) || (has(self.exceptions) && size(self.exceptions) > 0)",message="a schedule needs at least one sleep window or exception"
+// Schedule says when the selected namespaces sleep: inside its windows
+// (the weekly schedule both kinds share: timeZone and windows, see
+// docs/nsscaler.md, "Schedules"), unless an exception says otherwise.
+// +kubebuilder:validation:XValidation:rule="(has(self.windows) && size(self.windows) > 0) || (has(self.exceptions) && size(self.exceptions) > 0)",message="a schedule needs at least one window or exception"
 type Schedule struct {
-	// TimeZone is an IANA time zone name, e.g. Europe/Berlin. A name the
-	// manager's time zone database does not know is reported as the
-	// condition Ready=False, reason InvalidSchedule, and nothing is parked
-	// or restored until it is fixed.
-	// +optional
-	// +kubebuilder:default=UTC
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:Pattern=`^[A-Za-z][A-Za-z0-9_+\-]*(/[A-Za-z0-9_+\-]+)*$`
-	TimeZone string `json:"timeZone,omitempty"`
-
-	// Sleep lists the windows during which the namespaces are parked;
-	// outside every window they run.
-	// +optional
-	// +kubebuilder:validation:MaxItems=16
-	Sleep []SleepWindow `json:"sleep,omitempty"`
+	// The namespaces sleep inside the windows and run outside all of them.
+	// Exception dates are read in timeZone too.
+	weeklyv1alpha1.Schedule `json:",inline"`
 
 	// Exceptions are absolute periods that force a phase whatever the
 	// windows say (holidays, a release freeze). When several cover the
@@ -57,31 +46,6 @@ type Schedule struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=64
 	Exceptions []ScheduleException `json:"exceptions,omitempty"`
-}
-
-// SleepWindow is a daily period on some days of the week. A window whose
-// `to` is not after `from` ends on the next day (20:00–08:00 spans
-// midnight); `days` are the days on which a window starts.
-// +kubebuilder:validation:XValidation:rule="self.from != self.to",message="from and to must differ; use 00:00 to 24:00 for a whole day"
-// +kubebuilder:validation:XValidation:rule="self.from != '24:00'",message="from cannot be 24:00"
-type SleepWindow struct {
-	// Days on which the window starts: three-letter English day names,
-	// comma-separated, with ranges, e.g. Mon-Fri, Sat,Sun or Fri-Mon.
-	// +kubebuilder:validation:MinLength=3
-	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:Pattern=`^(Mon|Tue|Wed|Thu|Fri|Sat|Sun)(-(Mon|Tue|Wed|Thu|Fri|Sat|Sun))?(,(Mon|Tue|Wed|Thu|Fri|Sat|Sun)(-(Mon|Tue|Wed|Thu|Fri|Sat|Sun))?)*$`
-	Days string `json:"days"`
-
-	// From is the wall-clock time the window starts, HH:MM or HH:MM:SS.
-	// +kubebuilder:validation:MaxLength=8
-	// +kubebuilder:validation:Pattern=`^(([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?|24:00)$`
-	From string `json:"from"`
-
-	// To is the wall-clock time it ends, HH:MM or HH:MM:SS; 24:00 is the
-	// end of the day.
-	// +kubebuilder:validation:MaxLength=8
-	// +kubebuilder:validation:Pattern=`^(([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?|24:00)$`
-	To string `json:"to"`
 }
 
 // ScheduleException forces a phase during an absolute period.

@@ -17,6 +17,25 @@
 {{- end }}
 {{- end }}
 
+{{/*
+A name made of the fullname and a fixed suffix, at most 63 characters (a
+Service name is a DNS label): the fullname is cut, the suffix kept.
+Call with (dict "context" $ "suffix" "-controller-manager").
+*/}}
+{{- define "runbook.suffixedName" -}}
+{{- $prefix := include "runbook.fullname" .context | trunc (int (sub 63 (len .suffix))) | trimSuffix "-" }}
+{{- printf "%s%s" $prefix .suffix }}
+{{- end }}
+
+{{/*
+The leader-election Lease (--leader-election-id): one per release, so two
+releases in one namespace do not elect one leader between them. The
+release named like the chart keeps config/default's runbook.runbook.dev.
+*/}}
+{{- define "runbook.leaseName" -}}
+{{- include "runbook.suffixedName" (dict "context" . "suffix" ".runbook.dev") }}
+{{- end }}
+
 {{- define "runbook.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{ include "runbook.selectorLabels" . }}
@@ -32,7 +51,7 @@ control-plane: controller-manager
 
 {{- define "runbook.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
-{{- default (printf "%s-controller-manager" (include "runbook.fullname" .)) .Values.serviceAccount.name }}
+{{- default (include "runbook.suffixedName" (dict "context" . "suffix" "-controller-manager")) .Values.serviceAccount.name }}
 {{- else }}
 {{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
 {{- end }}
@@ -54,5 +73,5 @@ control-plane: controller-manager
 {{- end }}
 
 {{- define "runbook.execProbesConfigMap" -}}
-{{- default (printf "%s-exec-probes" (include "runbook.fullname" .)) .Values.execProbes.existingConfigMap }}
+{{- default (include "runbook.suffixedName" (dict "context" . "suffix" "-exec-probes")) .Values.execProbes.existingConfigMap }}
 {{- end }}

@@ -78,6 +78,7 @@ func resolveSettings(spec *cachev1alpha1.MemcachedSpec) (settings, error) {
 		func() error { return checkSecurity(s) },
 		func() error { return checkExtraArgs(s.ExtraArgs, argsContext{auth: s.Auth != nil}) },
 		func() error { return checkPodOverrides(&spec.PodOverrides) },
+		func() error { return checkSecurityOverrides(&spec.PodOverrides) },
 		func() error { return resolveNetworkPolicy(&s, spec.NetworkPolicy) },
 	} {
 		if err := check(); err != nil {

@@ -104,9 +104,6 @@ type Reconciler struct {
 	// applied remembers which owned objects hold the desired
 	// configuration (nil: always compare; a hand-built reconciler).
 	applied *appliedMemo
-	// pacer holds back passing statuses (nil: every status is written at
-	// once; a hand-built reconciler).
-	pacer *statusPacer
 	// SecretResync is how often a Memcached with usable Secrets is
 	// reconciled again to see their data change; SecretRecheck, one whose
 	// Secret may not be used (yet).
@@ -138,7 +135,6 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		SecretResync:            cmp.Or(opts.SecretResync, DefaultSecretResync),
 		SecretRecheck:           cmp.Or(opts.SecretRecheck, DefaultSecretRecheck),
 		applied:                 newAppliedMemo(),
-		pacer:                   newStatusPacer(),
 	}
 	if err := r.register(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the %s controller: %w", Name, err)
@@ -163,7 +159,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if apierrors.IsNotFound(err) {
 			r.Status.Forget(req.NamespacedName)
 			r.applied.forget(req.NamespacedName)
-			r.pacer.caughtUp(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -181,8 +176,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	r.reportCreated(mc, &obs)
-	held, err := r.writeStatus(ctx, mc, obs)
-	if err != nil {
+	if err := r.writeStatus(ctx, mc, obs); err != nil {
 		return ctrl.Result{}, errors.Join(obs.applyErr, err)
 	}
 	if obs.applyErr != nil {
@@ -191,24 +185,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if obs.keyErr != nil {
 		log.FromContext(ctx).Error(obs.keyErr, "not applying: the fingerprint key is unavailable")
 	}
-	return ctrl.Result{RequeueAfter: soonest(r.recheckAfter(obs), held)}, nil
+	return ctrl.Result{RequeueAfter: r.recheckAfter(obs)}, nil
 }
 
 // namespaceTerminating: err is the apiserver refusing to create an object
 // in a namespace that is being deleted.
 func namespaceTerminating(err error) bool {
 	return err != nil && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
-}
-
-// soonest is the earliest of the requeue delays that are set (0: none).
-func soonest(delays ...time.Duration) time.Duration {
-	var out time.Duration
-	for _, d := range delays {
-		if d > 0 && (out == 0 || d < out) {
-			out = d
-		}
-	}
-	return out
 }
 
 // recheckAfter is when to look again at what no watch announces (0: not

@@ -35,7 +35,12 @@ func desiredPodSpec(mc *cachev1alpha1.Memcached, s settings) (*corev1ac.PodSpecA
 		WithRunAsUser(memcacheUID).
 		WithRunAsGroup(memcacheUID).
 		WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
+	initContainers, err := extraInitContainers(&mc.Spec)
+	if err != nil {
+		return nil, err
+	}
 	pod := corev1ac.PodSpec().
+		WithInitContainers(initContainers...).
 		WithContainers(containers...).
 		WithAutomountServiceAccountToken(false).
 		WithEnableServiceLinks(false)
@@ -44,6 +49,10 @@ func desiredPodSpec(mc *cachev1alpha1.Memcached, s settings) (*corev1ac.PodSpecA
 		// (not root) can read the Secrets' files and write extstore.
 		security.WithFSGroup(memcacheUID).WithFSGroupChangePolicy(corev1.FSGroupChangeOnRootMismatch)
 		pod.WithVolumes(volumes...)
+	}
+	withPodSecurity(security, mc.Spec.PodSecurityContext)
+	if p := mc.Spec.PodSecurityContext; p != nil && p.HostUsers != nil {
+		pod.WithHostUsers(*p.HostUsers)
 	}
 	pod.WithSecurityContext(security)
 	applyPodOverrides(pod, &mc.Spec.PodOverrides)
@@ -110,7 +119,7 @@ func memcachedContainer(spec *cachev1alpha1.MemcachedSpec, s settings) *corev1ac
 			WithInitialDelaySeconds(10).WithPeriodSeconds(10).WithTimeoutSeconds(2).WithFailureThreshold(3)).
 		WithReadinessProbe(tcpProbe(cachev1alpha1.MemcachedPortName).
 			WithPeriodSeconds(5).WithTimeoutSeconds(2).WithFailureThreshold(2)).
-		WithSecurityContext(restrictedContainerSecurity())
+		WithSecurityContext(memcachedSecurity(spec.ContainerSecurityContext))
 	if s.TLS != nil {
 		c.WithVolumeMounts(tlsMount())
 	}
@@ -168,4 +177,12 @@ func restrictedContainerSecurity() *corev1ac.SecurityContextApplyConfiguration {
 		WithReadOnlyRootFilesystem(true).
 		WithRunAsNonRoot(true).
 		WithCapabilities(corev1ac.Capabilities().WithDrop(corev1.Capability("ALL")))
+}
+
+// memcachedSecurity is the restricted context with the user's identity and
+// profiles; the root filesystem stays read-only.
+func memcachedSecurity(x *cachev1alpha1.ContainerSecurity) *corev1ac.SecurityContextApplyConfiguration {
+	sc := restrictedContainerSecurity()
+	withContainerSecurity(sc, x)
+	return sc
 }

@@ -59,7 +59,7 @@ func secretUses(s settings, spec *cachev1alpha1.MemcachedSpec) []secretUse {
 	for _, p := range spec.ImagePullSecrets {
 		uses = append(uses, secretUse{name: p.Name})
 	}
-	return uses
+	return append(uses, envSecretUses(&spec.PodOverrides)...)
 }
 
 // secretNotUsableError is a Secret the controller may not or cannot use; it

@@ -7,9 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -68,40 +66,25 @@ func (o *observation) blocked() bool {
 }
 
 // writeStatus writes the status computed from obs when it differs from the
-// stored one. mc may come from a cache that has not seen this controller's
-// previous status write; the writer then computes on a fresh read, so no
-// field is left at a value the cache no longer shows. Warning events go out
-// on the transition into a problem, not on every reconcile.
-//
-// A status that only passes through on the way to a settled one may be
-// held back for a moment (coalesce.go); writeStatus then says after how
-// long to reconcile again to write it.
-func (r *Reconciler) writeStatus(ctx context.Context, mc *cachev1alpha1.Memcached, obs observation) (time.Duration, error) {
+// stored one, in this reconcile: what a reader sees is never older than the
+// last reconcile. mc may come from a cache that has not seen this
+// controller's previous status write; the writer then computes on a fresh
+// read, so no field is left at a value the cache no longer shows. Warning
+// events go out on the transition into a problem, not on every reconcile.
+func (r *Reconciler) writeStatus(ctx context.Context, mc *cachev1alpha1.Memcached, obs observation) error {
 	var before []metav1.Condition
-	var held time.Duration
-	key := types.NamespacedName{Namespace: mc.Namespace, Name: mc.Name}
 	written, err := r.Status.Update(ctx, mc, func() error {
 		before = mc.Status.Conditions
-		now := r.Clock.Now()
-		next := computeStatus(mc, obs, now)
-		if equality.Semantic.DeepEqual(&next, &mc.Status) {
-			r.pacer.caughtUp(key)
-			held = 0
-			return nil
-		}
-		if held = r.pacer.hold(key, &mc.Status, &next, now); held > 0 {
-			return nil
-		}
-		mc.Status = next
+		mc.Status = computeStatus(mc, obs, r.Clock.Now())
 		return nil
 	})
 	if err != nil || !written {
-		return held, err
+		return err
 	}
 	r.reportDegraded(mc, before)
 	st := &mc.Status
 	log.FromContext(ctx).V(1).Info("status updated", "replicas", st.Replicas, "ready", st.ReadyReplicas, "servers", len(st.Servers))
-	return 0, nil
+	return nil
 }
 
 // computeStatus derives the whole status from the observation and mc's

@@ -22,19 +22,26 @@ type contestedWorkload struct {
 }
 
 // contested handles a parked workload someone un-parked (it carries its
-// recorded original but is no longer at zero): it reports whether the
+// recorded original but is above spec.parkedReplicas, resumed or
+// un-paused, and would be re-parked): it reports whether the
 // controller leaves it alone for now. A scale-up is re-parked unless it
 // makes the workload contested (FightPolicy) or the workload is in a
 // back-off; a workload becoming contested is attributed to the field
 // manager that wrote its replicas (read from managedFields, which the
 // cache does not keep) and announced with a Warning event.
 func (p *workloadPass) contested(ctx context.Context, r *Reconciler, scaler *scalingv1alpha1.NSScaler, h kindHandler, w Workload) bool {
-	if !p.act || !w.HasAnnotation || w.isParked() || !isTarget(w, p.plan, p.kinds) {
+	if !p.act || !w.HasAnnotation || !w.unparked(p.plan.ParkedReplicas) || !isTarget(w, p.plan, p.kinds) {
+		return false
+	}
+	if d, err := Decide(w, p.plan, p.kinds, p.self); err != nil || d.Action != ActionPark {
 		return false
 	}
 	if retryAt, manager, holding := p.fights.holding(w.UID, p.now); holding {
 		p.holdContested(w, manager, retryAt)
 		return true
+	}
+	if p.parkedReplicasChanged {
+		return false
 	}
 	retryAt, contested := p.fights.scaledUp(w.UID, p.now)
 	if !contested {

@@ -82,10 +82,6 @@ type Options struct {
 	// MaxConcurrentReconciles is how many NSScalers are reconciled at once
 	// (default 1: NSScalers interact through namespace ownership).
 	MaxConcurrentReconciles int
-	// Bursts is told when a pass wrote at least burstWrites workloads, so
-	// that what the pass allocated goes back to the kernel once it is over
-	// (memrelease.Releaser); nil: nobody is told.
-	Bursts Bursts
 	// Cache holds namespaces, workloads (including custom kinds) and pod
 	// metadata. Nil (the normal case) builds the controller's own trimmed
 	// cache (see newWorkloadCache); tests may pass the manager's.
@@ -142,7 +138,6 @@ type Reconciler struct {
 	builtins         []kindHandler
 	fightPolicy      FightPolicy
 	wakeups          *wakeups
-	bursts           Bursts
 	// dynamic resolves and watches run-time kinds (set by Setup).
 	dynamic *dynamicKinds
 
@@ -167,7 +162,6 @@ func newReconciler(d dependencies, opts Options) (*Reconciler, error) {
 		builtins:    []kindHandler{newDeploymentHandler(d.access), newStatefulSetHandler(d.access), newCronJobHandler(d.access)},
 		fightPolicy: opts.Fights.withDefaults(),
 		wakeups:     newWakeups(opts.Clock),
-		bursts:      opts.Bursts,
 		fights:      map[string]*fightTracker{}, dryRunEvents: map[string]string{},
 	}, nil
 }
@@ -301,6 +295,7 @@ func (r *Reconciler) observeAndAct(ctx context.Context, scaler *scalingv1alpha1.
 	if obs.deleting {
 		plan = releaseAll(plan)
 	}
+	plan.ParkedReplicas = scaler.Spec.ParkedReplicas
 	obs.plan = plan
 	obs.nextTransition = obs.moment.nextTransition(obs.now, plan)
 	obs.wakeAt(obs.nextTransition)
@@ -325,7 +320,9 @@ func (r *Reconciler) newPass(scaler *scalingv1alpha1.NSScaler, obs *observation)
 		self: scaler.Name, plan: obs.plan, kinds: kindsOf(scaler.Spec), act: obs.acts(), dryRun: obs.dryRun && !obs.deleting,
 		now: obs.now, fights: r.fightsOf(scaler.Name), obs: obs, parkedKinds: sets.New[KindKey](),
 		targets: map[types.UID]struct{}{}, dryTallies: map[string]*namespaceTally{},
+		grace: obs.gracePeriod,
 	}
+	p.parkedReplicasChanged = p.fights.parkedReplicasChanged(obs.plan.ParkedReplicas)
 	if sel := scaler.Spec.ExcludeSelector; sel != nil {
 		s, err := metav1.LabelSelectorAsSelector(sel)
 		if err != nil {

@@ -12,7 +12,8 @@ type Action int
 const (
 	// ActionNone leaves the workload as it is.
 	ActionNone Action = iota
-	// ActionPark scales the workload to zero (or suspends it).
+	// ActionPark scales the workload to spec.parkedReplicas (or suspends
+	// it).
 	ActionPark
 	// ActionRestore returns it to its recorded original and drops the
 	// annotation.
@@ -40,17 +41,35 @@ type Decision struct {
 	Original Original
 	// Target is true when the workload belongs parked (it counts in status).
 	Target bool
+	// ParkAt is the replica count a park sets (a ScaledObject: its pause
+	// count; unused for a CronJob).
+	ParkAt int32
+	// Keep is the replica count the workload keeps once the decision is
+	// carried out: ParkAt for a target, its own count for one left at or
+	// below spec.parkedReplicas (the pods status.done expects).
+	Keep int32
+	// AtOrBelow: the workload runs spec.parkedReplicas or fewer (or is
+	// being restored to such a count) and is left as it is.
+	AtOrBelow bool
 }
 
 // Decide is the whole per-workload policy, a pure function of the workload,
-// the NSScaler's plan, the kinds it parks and its name:
+// the NSScaler's plan (spec.parkedReplicas n among it), the kinds it parks
+// and its name:
 //
 //   - A target (in a parked namespace, of a parked kind, not controlled by
 //     another object, not excluded, not autoscaled by a ScaledObject —
-//     which is parked instead) is parked. Its present state is recorded unless an
-//     original is already recorded; a recorded original is kept even when a
-//     user scaled the workload up by hand — it is re-parked to zero and will
-//     be restored to the recorded count (edit the annotation to change it).
+//     which is parked instead —, not in its grace period) is parked to n.
+//     Its present state is recorded unless an original is already recorded;
+//     a recorded original is kept even when a user scaled the workload up by
+//     hand — it is re-parked to n and will be restored to the recorded count
+//     (edit the annotation to change it).
+//   - A target without a record that already runs n or fewer replicas is
+//     left as it is: not written, nothing recorded, so there is nothing to
+//     restore and it keeps what it runs. One with a record of n or fewer
+//     (n was raised while it was parked) is restored to its record and then
+//     left as it is; one with a record above n that runs another count (n
+//     was changed) is re-parked to n.
 //   - An annotated non-target is restored when this NSScaler owns its
 //     namespace (whitelisted, or parked but the kind or the controller
 //     reference changed), or when no other NSScaler owns the namespace and
@@ -69,17 +88,8 @@ func Decide(w Workload, plan Plan, kinds sets.Set[KindKey], self string) (Decisi
 			return Decision{}, fmt.Errorf("annotation %s does not fit kind %s", AnnotationOriginal, w.Kind)
 		}
 	}
-	target := isTarget(w, plan, kinds)
-	if target {
-		switch {
-		case !w.HasAnnotation:
-			rec := w.current(self)
-			return Decision{Action: ActionPark, Record: &rec, Target: true}, nil
-		case !w.isParked():
-			return Decision{Action: ActionPark, Original: orig, Target: true}, nil
-		default:
-			return Decision{Action: ActionNone, Original: orig, Target: true}, nil
-		}
+	if isTarget(w, plan, kinds) {
+		return decideTarget(w, orig, plan.ParkedReplicas, self), nil
 	}
 	if !w.HasAnnotation {
 		return Decision{}, nil
@@ -90,8 +100,26 @@ func Decide(w Workload, plan Plan, kinds sets.Set[KindKey], self string) (Decisi
 	return Decision{Original: orig}, nil
 }
 
+// decideTarget decides on a workload that belongs parked, to n replicas.
+func decideTarget(w Workload, orig Original, n int32, self string) Decision {
+	at := w.parkCount(n)
+	switch {
+	case !w.HasAnnotation && w.atOrBelow(n):
+		return Decision{Keep: w.Replicas, AtOrBelow: true}
+	case !w.HasAnnotation:
+		rec := w.current(self)
+		return Decision{Action: ActionPark, Record: &rec, Target: true, ParkAt: at, Keep: at}
+	case orig.Replicas != nil && *orig.Replicas <= n:
+		return Decision{Action: ActionRestore, Original: orig, Keep: *orig.Replicas, AtOrBelow: true}
+	case !w.isParked(n):
+		return Decision{Action: ActionPark, Original: orig, Target: true, ParkAt: at, Keep: at}
+	default:
+		return Decision{Action: ActionNone, Original: orig, Target: true, ParkAt: at, Keep: at}
+	}
+}
+
 // isTarget: the workload belongs parked. A ScaledObject is a target when
 // the kind of the workload it scales is listed.
 func isTarget(w Workload, plan Plan, kinds sets.Set[KindKey]) bool {
-	return plan.Parked.Has(w.Namespace) && kinds.Has(w.parkKind()) && !w.Controlled && !w.Excluded && !w.Autoscaled
+	return plan.Parked.Has(w.Namespace) && kinds.Has(w.parkKind()) && !w.Controlled && !w.Excluded && !w.Autoscaled && !w.InGrace
 }

@@ -33,8 +33,7 @@ func TestDecide(t *testing.T) {
 	}{
 		{name: "running target is parked and its count recorded", w: deploy("parked", 3, ""), kinds: defaults,
 			action: ActionPark, record: pointer(int32(3)), target: true},
-		{name: "target at zero is still recorded (restores to zero)", w: deploy("parked", 0, ""), kinds: defaults,
-			action: ActionPark, record: pointer(int32(0)), target: true},
+		{name: "target at zero is left as it is: nothing written, nothing recorded", w: deploy("parked", 0, ""), kinds: defaults},
 		{name: "parked target is left alone", w: deploy("parked", 0, mine(3)), kinds: defaults, action: ActionNone, target: true},
 		{name: "manual scale-up is re-parked and the original kept", w: deploy("parked", 5, mine(3)), kinds: defaults,
 			action: ActionPark, target: true},

@@ -66,10 +66,25 @@ type fightTracker struct {
 	policy FightPolicy
 	mu     sync.Mutex
 	fights map[types.UID]*fight
+	// parkedReplicas is spec.parkedReplicas at the last pass (-1: none
+	// yet).
+	parkedReplicas int32
 }
 
 func newFightTracker(p FightPolicy) *fightTracker {
-	return &fightTracker{policy: p.withDefaults(), fights: map[types.UID]*fight{}}
+	return &fightTracker{policy: p.withDefaults(), fights: map[types.UID]*fight{}, parkedReplicas: -1}
+}
+
+// parkedReplicasChanged remembers spec.parkedReplicas and reports whether
+// it differs from the last pass's (or whether this is the first pass): a
+// lower count re-parks workloads that ran the old one, and those re-parks
+// are not scale-ups by another writer.
+func (t *fightTracker) parkedReplicasChanged(n int32) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	changed := t.parkedReplicas != n
+	t.parkedReplicas = n
+	return changed
 }
 
 // holding reports whether the workload is in a back-off at now, and until

@@ -3,6 +3,7 @@ package nsscaler
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -11,10 +12,11 @@ import (
 )
 
 // KEDA. A workload that a ScaledObject autoscales belongs to KEDA: setting
-// its replicas to 0 would start a fight with KEDA's own scaling. It is
-// parked by pausing the ScaledObject at zero instead (KEDA then scales the
-// workload to 0 itself and stops autoscaling it), with the same guarantee
-// as every park: the ScaledObject's previous paused-replicas annotation is
+// its replicas would start a fight with KEDA's own scaling. It is parked by
+// pausing the ScaledObject instead, at spec.parkedReplicas or at what the
+// workload runs when that is fewer (Workload.parkCount): KEDA then scales
+// the workload to that count itself and stops autoscaling it. The guarantee
+// is every park's: the ScaledObject's previous paused-replicas annotation is
 // recorded in AnnotationOriginal in the same merge patch that sets it, and
 // a restore puts it back (or removes it) in one patch. The workload itself
 // is never written; after the restore KEDA decides its replicas.
@@ -114,8 +116,8 @@ func (h *scaledObjectHandler) patchAnnotations(ctx context.Context, w Workload, 
 	return h.toWorkload(u), nil
 }
 
-func (h *scaledObjectHandler) park(ctx context.Context, w Workload, record *Original) (Workload, error) {
-	ann := map[string]any{AnnotationKEDAPausedReplicas: "0"}
+func (h *scaledObjectHandler) park(ctx context.Context, w Workload, record *Original, replicas int32) (Workload, error) {
+	ann := map[string]any{AnnotationKEDAPausedReplicas: strconv.Itoa(int(replicas))}
 	if record != nil {
 		ann[AnnotationOriginal] = record.Encode()
 	}

@@ -34,10 +34,12 @@ type kindHandler interface {
 	// cached reads one object from the cache; found is false when the
 	// cache does not hold it.
 	cached(ctx context.Context, namespace, name string) (w Workload, found bool, err error)
-	// park puts the workload in its parked state. When record is non-nil
-	// the original is recorded in the same write (or, for the scale
-	// subresource, in the write before). It returns the state written.
-	park(ctx context.Context, w Workload, record *Original) (Workload, error)
+	// park puts the workload in its parked state: replicas (a
+	// ScaledObject: paused at replicas; a CronJob: suspended). When
+	// record is non-nil the original is recorded in the same write (or,
+	// for the scale subresource, in the write before). It returns the
+	// state written.
+	park(ctx context.Context, w Workload, record *Original, replicas int32) (Workload, error)
 	// restore returns the workload to orig and removes the annotation.
 	restore(ctx context.Context, w Workload, orig Original) (Workload, error)
 }
@@ -57,9 +59,9 @@ type workloadAccess struct {
 // cachedObjects returns the objects an informer of obj's kind holds, the
 // cache's own (trimmed, shared: only to be read), and false when there is
 // no synced informer to read. A List from the cache would build a typed
-// list that copies every object into one slice — ≈ 1 KiB per Deployment
-// however trimmed, 20 MiB for 20,000 on every reconcile — to be converted
-// into Workloads and dropped at once.
+// list that copies every object into one slice — a copy of the whole cache,
+// however trimmed, on every reconcile — to be converted into Workloads and
+// dropped at once.
 func (a workloadAccess) cachedObjects(ctx context.Context, obj client.Object) ([]any, bool) {
 	store, ok := a.store(ctx, obj)
 	if !ok {
@@ -110,7 +112,7 @@ func baseWorkload(k KindKey, obj client.Object) Workload {
 	v, ok := ann[AnnotationOriginal]
 	return Workload{
 		Kind: k, Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID(),
-		ResourceVersion: obj.GetResourceVersion(), Annotation: v, HasAnnotation: ok,
+		ResourceVersion: obj.GetResourceVersion(), Created: obj.GetCreationTimestamp().Time, Annotation: v, HasAnnotation: ok,
 		Controlled: metav1.GetControllerOfNoCopy(obj) != nil,
 		Labels:     obj.GetLabels(), Exclude: ann[AnnotationExclude], ExcludeUntil: ann[AnnotationExcludeUntil],
 	}
@@ -224,14 +226,14 @@ func (h *builtinHandler) patch(ctx context.Context, w Workload, body []byte, rep
 	return written, nil
 }
 
-func (h *builtinHandler) park(ctx context.Context, w Workload, record *Original) (Workload, error) {
+func (h *builtinHandler) park(ctx context.Context, w Workload, record *Original, replicas int32) (Workload, error) {
 	var ann *string
 	if record != nil {
 		s := record.Encode()
 		ann = &s
 	}
-	zero, suspended := int32(0), true
-	return h.patch(ctx, w, mergePatch(w.ResourceVersion, ann, false, h.specFor(&zero, &suspended)), zero, suspended)
+	suspended := true
+	return h.patch(ctx, w, mergePatch(w.ResourceVersion, ann, false, h.specFor(&replicas, &suspended)), replicas, suspended)
 }
 
 func (h *builtinHandler) restore(ctx context.Context, w Workload, orig Original) (Workload, error) {

@@ -15,9 +15,9 @@ const maxInternedMaps = 4096
 // annotations of this controller, share one map. Workloads made from one
 // template (every namespace of a fleet has its "app: web") carry the same
 // few label sets thousands of times, and a parked fleet the same few
-// recorded originals ({"replicas":1}); a small map costs ~300-400 bytes
-// each, so 20,000 parked Deployments held 7.5 MiB of identical annotation
-// maps. The shared maps are never modified: the controller only reads
+// recorded originals ({"replicas":1}); a small map costs a few hundred
+// bytes, so a parked fleet held megabytes of identical annotation maps.
+// The shared maps are never modified: the controller only reads
 // cached objects, and controller-runtime copies an object (and its maps)
 // before handing it to anyone who might change it.
 type mapInterner struct {

@@ -57,6 +57,18 @@ type observation struct {
 	newlyContested int
 	wouldPark      int32
 	wouldRestore   int32
+
+	// atOrBelow counts the workloads of parked namespaces left as they are
+	// at spec.parkedReplicas or fewer; keptPods are the pods the parked
+	// workloads and those keep by design.
+	atOrBelow int32
+	keptPods  int32
+	// grace counts, per namespace, the workloads younger than
+	// spec.gracePeriod; workloadsInGrace all of them.
+	grace            map[string]*graceTally
+	workloadsInGrace int32
+	// gracePeriod is spec.gracePeriod (0: none).
+	gracePeriod time.Duration
 }
 
 // wakeAt makes the reconcile happen again at t at the latest.
@@ -68,12 +80,13 @@ func (o *observation) wakeAt(t time.Time) {
 
 func newObservation(scaler *scalingv1alpha1.NSScaler, now time.Time) *observation {
 	return &observation{
-		generation: scaler.Generation,
-		deleting:   !scaler.DeletionTimestamp.IsZero(),
-		suspended:  scaler.Spec.Suspend,
-		dryRun:     scaler.Spec.Mode == scalingv1alpha1.ModeDryRun,
-		now:        now,
-		moment:     momentAt(scaler.Spec, now),
+		generation:  scaler.Generation,
+		deleting:    !scaler.DeletionTimestamp.IsZero(),
+		suspended:   scaler.Spec.Suspend,
+		dryRun:      scaler.Spec.Mode == scalingv1alpha1.ModeDryRun,
+		now:         now,
+		moment:      momentAt(scaler.Spec, now),
+		gracePeriod: gracePeriodOf(scaler.Spec.GracePeriod),
 	}
 }
 

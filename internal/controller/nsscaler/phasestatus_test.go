@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
+	weeklyv1alpha1 "github.com/runbook-dev/runbook/api/weekly/v1alpha1"
 )
 
 // statusAt is the status a reconcile at now would write for spec, with the
@@ -27,7 +28,7 @@ func statusAt(t *testing.T, spec scalingv1alpha1.NSScalerSpec, now time.Time, ob
 }
 
 func nights() *scalingv1alpha1.Schedule {
-	return &scalingv1alpha1.Schedule{TimeZone: "Europe/Berlin", Sleep: []scalingv1alpha1.SleepWindow{win("Mon-Fri", "20:00", "08:00")}}
+	return &scalingv1alpha1.Schedule{Schedule: weeklyv1alpha1.Schedule{TimeZone: "Europe/Berlin", Windows: []weeklyv1alpha1.Window{win("Mon-Fri", "20:00", "08:00")}}}
 }
 
 func TestStatusSaysWhatIsAsleepUntilWhenAndWhy(t *testing.T) {
@@ -57,7 +58,7 @@ func TestStatusSaysWhatIsAsleepUntilWhenAndWhy(t *testing.T) {
 			"dry run; sleep window Mon-Fri 20:00-08:00 (Europe/Berlin)", "2026-12-01T07:00:00Z", scalingv1alpha1.ReasonDryRun},
 		{"suspended", scalingv1alpha1.NSScalerSpec{Schedule: nights(), Suspend: true}, monday, observation{}, scalingv1alpha1.PhaseAsleep,
 			"suspended; sleep window Mon-Fri 20:00-08:00 (Europe/Berlin)", "2026-12-01T07:00:00Z", scalingv1alpha1.ReasonSuspended},
-		{"invalid zone", scalingv1alpha1.NSScalerSpec{Schedule: &scalingv1alpha1.Schedule{TimeZone: "Europe/Atlantis", Sleep: nights().Sleep}}, monday, observation{},
+		{"invalid zone", scalingv1alpha1.NSScalerSpec{Schedule: &scalingv1alpha1.Schedule{Schedule: weeklyv1alpha1.Schedule{TimeZone: "Europe/Atlantis", Windows: nights().Windows}}}, monday, observation{},
 			"", `invalid schedule: schedule.timeZone "Europe/Atlantis" is not a known IANA time zone; nothing is parked or restored until it is fixed`, "", scalingv1alpha1.ReasonInvalidSchedule},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

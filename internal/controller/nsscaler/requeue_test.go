@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
+	weeklyv1alpha1 "github.com/runbook-dev/runbook/api/weekly/v1alpha1"
 	"github.com/runbook-dev/runbook/internal/controller/status"
 )
 
@@ -142,7 +143,7 @@ func TestRequeuesOnlyForTheNextTransition(t *testing.T) {
 	// Monday 2026-11-30 19:30 in Berlin.
 	w := newScheduledWorld(t, mustTime(t, "2026-11-30T18:30:00Z"), scalingv1alpha1.NSScalerSpec{
 		NamespacePrefix: "proj-", Kinds: []scalingv1alpha1.WorkloadKind{{Kind: "Deployment"}},
-		Schedule: &scalingv1alpha1.Schedule{TimeZone: "Europe/Berlin", Sleep: []scalingv1alpha1.SleepWindow{win("Mon-Fri", "20:00", "08:00")}},
+		Schedule: &scalingv1alpha1.Schedule{Schedule: weeklyv1alpha1.Schedule{TimeZone: "Europe/Berlin", Windows: []weeklyv1alpha1.Window{win("Mon-Fri", "20:00", "08:00")}}},
 	})
 	evening, morning := mustTime(t, "2026-11-30T19:00:00Z"), mustTime(t, "2026-12-01T07:00:00Z")
 

@@ -91,7 +91,7 @@ func (h *scaleHandler) scale(ctx context.Context, w Workload, replicas int32) (W
 	return w, nil
 }
 
-func (h *scaleHandler) park(ctx context.Context, w Workload, record *Original) (Workload, error) {
+func (h *scaleHandler) park(ctx context.Context, w Workload, record *Original, replicas int32) (Workload, error) {
 	if record != nil {
 		s := record.Encode()
 		var err error
@@ -99,10 +99,10 @@ func (h *scaleHandler) park(ctx context.Context, w Workload, record *Original) (
 			return Workload{}, err
 		}
 	}
-	if w.Replicas == 0 {
+	if w.Replicas == replicas {
 		return w, nil
 	}
-	return h.scale(ctx, w, 0)
+	return h.scale(ctx, w, replicas)
 }
 
 func (h *scaleHandler) restore(ctx context.Context, w Workload, orig Original) (Workload, error) {

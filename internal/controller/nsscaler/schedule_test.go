@@ -6,6 +6,7 @@ import (
 	"time"
 
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
+	weeklyv1alpha1 "github.com/runbook-dev/runbook/api/weekly/v1alpha1"
 )
 
 const (
@@ -13,8 +14,8 @@ const (
 	awake  = scalingv1alpha1.PhaseAwake
 )
 
-func win(days, from, to string) scalingv1alpha1.SleepWindow {
-	return scalingv1alpha1.SleepWindow{Days: days, From: from, To: to}
+func win(days, from, to string) weeklyv1alpha1.Window {
+	return weeklyv1alpha1.Window{Days: days, From: from, To: to}
 }
 
 func mustTime(t *testing.T, s string) time.Time {
@@ -65,7 +66,7 @@ func runScheduleCases(t *testing.T, spec scalingv1alpha1.Schedule, cases []sched
 
 // 2026-11-30 is a Monday.
 func TestScheduleWindowAcrossMidnight(t *testing.T) {
-	runScheduleCases(t, scalingv1alpha1.Schedule{Sleep: []scalingv1alpha1.SleepWindow{win("Mon-Fri", "20:00", "08:00")}}, []scheduleCase{
+	runScheduleCases(t, scalingv1alpha1.Schedule{Schedule: weeklyv1alpha1.Schedule{Windows: []weeklyv1alpha1.Window{win("Mon-Fri", "20:00", "08:00")}}}, []scheduleCase{
 		{"monday evening, before", "2026-11-30T19:59:59Z", awake, "2026-11-30T20:00:00Z", "outside the sleep windows (UTC)"},
 		{"monday at the start", "2026-11-30T20:00:00Z", asleep, "2026-12-01T08:00:00Z", "sleep window Mon-Fri 20:00-08:00 (UTC)"},
 		{"past midnight", "2026-12-01T03:00:00Z", asleep, "2026-12-01T08:00:00Z", ""},
@@ -77,11 +78,11 @@ func TestScheduleWindowAcrossMidnight(t *testing.T) {
 }
 
 func TestScheduleMultipleWindows(t *testing.T) {
-	runScheduleCases(t, scalingv1alpha1.Schedule{Sleep: []scalingv1alpha1.SleepWindow{
+	runScheduleCases(t, scalingv1alpha1.Schedule{Schedule: weeklyv1alpha1.Schedule{Windows: []weeklyv1alpha1.Window{
 		win("Mon-Fri", "20:00", "08:00"),
 		win("Sat,Sun", "00:00", "24:00"),
 		win("Wed", "12:00", "13:30"),
-	}}, []scheduleCase{
+	}}}, []scheduleCase{
 		// Fri 20:00 → Sat 08:00, Sat and Sun whole days: one sleep until
 		// Monday 00:00 (no window starts on Sunday evening).
 		{"friday night runs into the weekend", "2026-12-04T21:00:00Z", asleep, "2026-12-07T00:00:00Z", ""},
@@ -93,7 +94,7 @@ func TestScheduleMultipleWindows(t *testing.T) {
 }
 
 func TestScheduleWrappingDayRange(t *testing.T) {
-	runScheduleCases(t, scalingv1alpha1.Schedule{Sleep: []scalingv1alpha1.SleepWindow{win("Fri-Mon", "09:00", "17:00")}}, []scheduleCase{
+	runScheduleCases(t, scalingv1alpha1.Schedule{Schedule: weeklyv1alpha1.Schedule{Windows: []weeklyv1alpha1.Window{win("Fri-Mon", "09:00", "17:00")}}}, []scheduleCase{
 		{"sunday", "2026-12-06T10:00:00Z", asleep, "2026-12-06T17:00:00Z", ""},
 		{"monday", "2026-12-07T10:00:00Z", asleep, "2026-12-07T17:00:00Z", ""},
 		{"tuesday: next is friday", "2026-12-08T10:00:00Z", awake, "2026-12-11T09:00:00Z", ""},
@@ -102,8 +103,7 @@ func TestScheduleWrappingDayRange(t *testing.T) {
 
 func TestScheduleExceptionsOverWindows(t *testing.T) {
 	runScheduleCases(t, scalingv1alpha1.Schedule{
-		TimeZone: "Europe/Berlin",
-		Sleep:    []scalingv1alpha1.SleepWindow{win("Mon-Fri", "20:00", "08:00")},
+		Schedule: weeklyv1alpha1.Schedule{TimeZone: "Europe/Berlin", Windows: []weeklyv1alpha1.Window{win("Mon-Fri", "20:00", "08:00")}},
 		Exceptions: []scalingv1alpha1.ScheduleException{
 			// Dates: whole days in the schedule's zone, until included.
 			{Name: "christmas", From: "2026-12-24", Until: "2026-12-26", Phase: asleep},
@@ -131,7 +131,7 @@ func TestScheduleExceptionsOverWindows(t *testing.T) {
 // it comes from the windows, weeks away from now.
 func TestScheduleNextTransitionAfterALongException(t *testing.T) {
 	runScheduleCases(t, scalingv1alpha1.Schedule{
-		Sleep:      []scalingv1alpha1.SleepWindow{win("Sat", "10:00", "12:00")},
+		Schedule:   weeklyv1alpha1.Schedule{Windows: []weeklyv1alpha1.Window{win("Sat", "10:00", "12:00")}},
 		Exceptions: []scalingv1alpha1.ScheduleException{{From: "2026-12-01", Until: "2026-12-31", Phase: awake}},
 	}, []scheduleCase{
 		// 2027-01-02 is the first Saturday after it.
@@ -140,7 +140,7 @@ func TestScheduleNextTransitionAfterALongException(t *testing.T) {
 }
 
 func TestScheduleWithoutAnyChangeAhead(t *testing.T) {
-	runScheduleCases(t, scalingv1alpha1.Schedule{Sleep: []scalingv1alpha1.SleepWindow{win("Mon-Sun", "00:00", "24:00")}}, []scheduleCase{
+	runScheduleCases(t, scalingv1alpha1.Schedule{Schedule: weeklyv1alpha1.Schedule{Windows: []weeklyv1alpha1.Window{win("Mon-Sun", "00:00", "24:00")}}}, []scheduleCase{
 		{"always asleep", "2026-12-02T21:00:00Z", asleep, "", ""},
 	})
 	runScheduleCases(t, scalingv1alpha1.Schedule{Exceptions: []scalingv1alpha1.ScheduleException{{From: "2026-12-01", Until: "2026-12-01", Phase: asleep}}}, []scheduleCase{
@@ -150,56 +150,15 @@ func TestScheduleWithoutAnyChangeAhead(t *testing.T) {
 	})
 }
 
-// Europe/Berlin: 2026-03-29 02:00 CET jumps to 03:00 CEST (a 23-hour
-// Sunday); 2026-10-25 03:00 CEST falls back to 02:00 CET (25 hours).
-func TestScheduleDSTEuropeBerlin(t *testing.T) {
-	runScheduleCases(t, scalingv1alpha1.Schedule{TimeZone: "Europe/Berlin", Sleep: []scalingv1alpha1.SleepWindow{
-		win("Sat", "22:00", "02:30"),
-	}}, []scheduleCase{
-		// 02:30 does not exist on 2026-03-29: the window ends when the
-		// clock jumps, at 03:00 CEST (01:00 UTC).
-		{"spring forward: before the gap", "2026-03-29T00:59:59Z", asleep, "2026-03-29T01:00:00Z", ""},
-		{"spring forward: after the jump", "2026-03-29T01:00:00Z", awake, "2026-04-04T20:00:00Z", ""},
-		{"spring forward: the start, CET", "2026-03-28T20:59:00Z", awake, "2026-03-28T21:00:00Z", ""},
-		// 02:30 occurs twice on 2026-10-25: the first (CEST, 00:30 UTC) ends it.
-		{"fall back: ends at the first 02:30", "2026-10-25T00:29:59Z", asleep, "2026-10-25T00:30:00Z", ""},
-		{"fall back: the second 02:30 is awake", "2026-10-25T01:30:00Z", awake, "2026-10-31T21:00:00Z", ""},
-	})
-	// A night window on the 25-hour day lasts 13 hours of real time.
-	runScheduleCases(t, scalingv1alpha1.Schedule{TimeZone: "Europe/Berlin", Sleep: []scalingv1alpha1.SleepWindow{
-		win("Sat", "20:00", "08:00"),
-	}}, []scheduleCase{
-		{"25-hour night: starts at 20:00 CEST", "2026-10-24T17:59:59Z", awake, "2026-10-24T18:00:00Z", ""},
-		{"25-hour night: ends at 08:00 CET", "2026-10-24T18:00:00Z", asleep, "2026-10-25T07:00:00Z", ""},
-		{"23-hour night: ends at 08:00 CEST", "2026-03-28T19:00:00Z", asleep, "2026-03-29T06:00:00Z", ""},
-	})
-}
-
-// America/New_York: 2026-03-08 02:00 EST jumps to 03:00 EDT; 2026-11-01
-// 02:00 EDT falls back to 01:00 EST.
-func TestScheduleDSTAmericaNewYork(t *testing.T) {
-	runScheduleCases(t, scalingv1alpha1.Schedule{TimeZone: "America/New_York", Sleep: []scalingv1alpha1.SleepWindow{
-		win("Sun", "02:15", "06:00"),
-		win("Sat", "23:00", "01:30"),
-	}}, []scheduleCase{
-		// 02:15 does not exist on 2026-03-08: the window starts at the
-		// jump, 03:00 EDT (07:00 UTC).
-		{"spring forward: start in the gap", "2026-03-08T06:59:59Z", awake, "2026-03-08T07:00:00Z", ""},
-		{"spring forward: started at the jump", "2026-03-08T07:00:00Z", asleep, "2026-03-08T10:00:00Z", ""},
-		// 01:30 occurs twice on 2026-11-01: the Saturday window ends at
-		// the first (EDT, 05:30 UTC); the hour after is awake.
-		{"fall back: the first 01:30 ends it", "2026-11-01T05:29:00Z", asleep, "2026-11-01T05:30:00Z", ""},
-		{"fall back: the repeated hour is awake", "2026-11-01T06:00:00Z", awake, "2026-11-01T07:15:00Z", ""},
-		{"fall back: sunday window in EST", "2026-11-01T07:15:00Z", asleep, "2026-11-01T11:00:00Z", ""},
-	})
-}
+// Daylight saving changes are tested once, for both kinds, in
+// internal/weekly (TestWalkAcrossDST); here only what NSScaler adds on top
+// of the windows: exceptions, reasons, and a date's midnight in the zone.
 
 func TestScheduleLeapDay(t *testing.T) {
 	runScheduleCases(t, scalingv1alpha1.Schedule{
-		TimeZone:   "America/New_York",
 		Exceptions: []scalingv1alpha1.ScheduleException{{Name: "leap", From: "2028-02-29", Until: "2028-02-29", Phase: asleep}},
 		// 2028-02-29 is a Tuesday.
-		Sleep: []scalingv1alpha1.SleepWindow{win("Tue", "22:00", "06:00")},
+		Schedule: weeklyv1alpha1.Schedule{TimeZone: "America/New_York", Windows: []weeklyv1alpha1.Window{win("Tue", "22:00", "06:00")}},
 	}, []scheduleCase{
 		{"the leap day, all day", "2028-02-29T12:00:00Z", asleep, "2028-03-01T11:00:00Z", "exception leap"},
 		{"its night window carries on after it", "2028-03-01T05:30:00Z", asleep, "2028-03-01T11:00:00Z", "sleep window"},
@@ -213,11 +172,11 @@ func TestParseScheduleRejects(t *testing.T) {
 		spec scalingv1alpha1.Schedule
 		want string
 	}{
-		{"unknown zone", scalingv1alpha1.Schedule{TimeZone: "Mars/Olympus_Mons", Sleep: []scalingv1alpha1.SleepWindow{win("Mon", "01:00", "02:00")}}, `"Mars/Olympus_Mons" is not a known IANA time zone`},
-		{"the machine's zone", scalingv1alpha1.Schedule{TimeZone: "Local", Sleep: []scalingv1alpha1.SleepWindow{win("Mon", "01:00", "02:00")}}, "not a known IANA time zone"},
-		{"bad day", scalingv1alpha1.Schedule{Sleep: []scalingv1alpha1.SleepWindow{win("Monday", "01:00", "02:00")}}, "sleep[0]: days"},
-		{"bad time", scalingv1alpha1.Schedule{Sleep: []scalingv1alpha1.SleepWindow{win("Mon", "1:00", "02:00")}}, "sleep[0]: from"},
-		{"empty window", scalingv1alpha1.Schedule{Sleep: []scalingv1alpha1.SleepWindow{win("Mon", "02:00", "02:00")}}, "no window"},
+		{"unknown zone", scalingv1alpha1.Schedule{Schedule: weeklyv1alpha1.Schedule{TimeZone: "Mars/Olympus_Mons", Windows: []weeklyv1alpha1.Window{win("Mon", "01:00", "02:00")}}}, `schedule.timeZone "Mars/Olympus_Mons" is not a known IANA time zone`},
+		{"the machine's zone", scalingv1alpha1.Schedule{Schedule: weeklyv1alpha1.Schedule{TimeZone: "Local", Windows: []weeklyv1alpha1.Window{win("Mon", "01:00", "02:00")}}}, "not a known IANA time zone"},
+		{"bad day", scalingv1alpha1.Schedule{Schedule: weeklyv1alpha1.Schedule{Windows: []weeklyv1alpha1.Window{win("Monday", "01:00", "02:00")}}}, "schedule.windows[0]: days"},
+		{"bad time", scalingv1alpha1.Schedule{Schedule: weeklyv1alpha1.Schedule{Windows: []weeklyv1alpha1.Window{win("Mon", "1:00", "02:00")}}}, "schedule.windows[0]: from"},
+		{"empty window", scalingv1alpha1.Schedule{Schedule: weeklyv1alpha1.Schedule{Windows: []weeklyv1alpha1.Window{win("Mon", "02:00", "02:00")}}}, "no window"},
 		{"no such date", scalingv1alpha1.Schedule{Exceptions: []scalingv1alpha1.ScheduleException{{From: "2027-02-29", Until: "2027-03-01", Phase: asleep}}}, "exceptions[0]: from"},
 		{"end before start (mixed forms)", scalingv1alpha1.Schedule{Exceptions: []scalingv1alpha1.ScheduleException{{From: "2027-03-02", Until: "2027-03-01T10:00:00Z", Phase: asleep}}}, "is not after from"},
 	} {
@@ -230,35 +189,12 @@ func TestParseScheduleRejects(t *testing.T) {
 	}
 }
 
-// instantOf on the readings a DST change skips or repeats.
-func TestInstantOf(t *testing.T) {
-	berlin, err := time.LoadLocation("Europe/Berlin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		wall, want string
-	}{
-		{"2026-03-29T01:59:00Z", "2026-03-29T00:59:00Z"}, // CET
-		{"2026-03-29T02:00:00Z", "2026-03-29T01:00:00Z"}, // skipped: the jump
-		{"2026-03-29T02:30:00Z", "2026-03-29T01:00:00Z"}, // skipped: the jump
-		{"2026-03-29T03:00:00Z", "2026-03-29T01:00:00Z"}, // CEST, the jump itself
-		{"2026-10-25T02:30:00Z", "2026-10-25T00:30:00Z"}, // twice: the first (CEST)
-		{"2026-10-25T03:00:00Z", "2026-10-25T02:00:00Z"}, // CET
-		{"2028-02-29T12:00:00Z", "2028-02-29T11:00:00Z"},
-	} {
-		if got := instantOf(mustTime(t, tc.wall), berlin); !got.Equal(mustTime(t, tc.want)) {
-			t.Errorf("instantOf(%s) = %s, want %s", tc.wall, got.UTC().Format(time.RFC3339), tc.want)
-		}
-	}
-}
-
 // NextChange: the verdict's reason changes where the phase does not — an
 // exception ends inside a window, a window hands over to one that touches
 // it — and the status is updated then.
 func TestScheduleNextChange(t *testing.T) {
 	s, err := ParseSchedule(&scalingv1alpha1.Schedule{
-		Sleep: []scalingv1alpha1.SleepWindow{win("Mon-Fri", "20:00", "08:00"), win("Sat,Sun", "00:00", "24:00")},
+		Schedule: weeklyv1alpha1.Schedule{Windows: []weeklyv1alpha1.Window{win("Mon-Fri", "20:00", "08:00"), win("Sat,Sun", "00:00", "24:00")}},
 		Exceptions: []scalingv1alpha1.ScheduleException{
 			{Name: "christmas", From: "2026-12-24", Until: "2026-12-25", Phase: asleep},
 		},

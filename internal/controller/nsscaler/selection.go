@@ -70,6 +70,8 @@ type Plan struct {
 	// Woken are the namespaces of Active that run because of a wake entry
 	// (they would be parked otherwise).
 	Woken sets.Set[string]
+	// ParkedReplicas is spec.parkedReplicas: what a parked workload keeps.
+	ParkedReplicas int32
 }
 
 // Owns reports whether the NSScaler acts on the namespace.

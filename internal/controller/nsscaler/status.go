@@ -53,9 +53,11 @@ func computeStatus(scaler *scalingv1alpha1.NSScaler, obs *observation, now time.
 		ControlledWorkloads:  obs.controlled,
 		PodsRemaining:        obs.podsRemaining,
 		ParkedKinds:          obs.parkedKinds,
-		Done:                 obs.pendingTargets == 0 && len(obs.workloadErrs) == 0 && obs.podsRemaining == 0,
+		Done: obs.pendingTargets == 0 && len(obs.workloadErrs) == 0 && obs.workloadsInGrace == 0 &&
+			obs.podsRemaining <= obs.keptPods,
 	}
 	setTimeStatus(&st, obs)
+	setParkingStatus(&st, obs)
 	conditions := status.NewConditions(&st.Conditions, obs.generation, now)
 	setReady(conditions, obs)
 	setParked(conditions, obs)
@@ -100,9 +102,18 @@ func setParked(c status.Conditions, obs *observation) {
 	case obs.pendingTargets > 0 || len(obs.workloadErrs) > 0:
 		c.False(scalingv1alpha1.ConditionParked, scalingv1alpha1.ReasonWorkloadsPending,
 			fmt.Sprintf("%d workloads are not parked yet", obs.pendingTargets))
-	case obs.podsRemaining > 0:
+	case obs.workloadsInGrace > 0:
+		c.False(scalingv1alpha1.ConditionParked, scalingv1alpha1.ReasonWorkloadsInGrace, graceMessage(obs.grace, obs.workloadsInGrace))
+	case obs.podsRemaining > obs.keptPods && obs.keptPods > 0:
+		c.False(scalingv1alpha1.ConditionParked, scalingv1alpha1.ReasonPodsRemaining,
+			fmt.Sprintf("%d pods remain in parked namespaces, %d of them kept by parkedReplicas", obs.podsRemaining, obs.keptPods))
+	case obs.podsRemaining > obs.keptPods:
 		c.False(scalingv1alpha1.ConditionParked, scalingv1alpha1.ReasonPodsRemaining,
 			fmt.Sprintf("%d pods remain in parked namespaces", obs.podsRemaining))
+	case obs.keptPods > 0:
+		c.True(scalingv1alpha1.ConditionParked, scalingv1alpha1.ReasonParkedReplicasRunning,
+			fmt.Sprintf("only the pods parkedReplicas keeps remain in %d parked namespaces (%d pods, %d expected)",
+				obs.plan.Parked.Len(), obs.podsRemaining, obs.keptPods))
 	default:
 		c.True(scalingv1alpha1.ConditionParked, scalingv1alpha1.ReasonAllPodsGone,
 			fmt.Sprintf("no pods remain in %d parked namespaces", obs.plan.Parked.Len()))

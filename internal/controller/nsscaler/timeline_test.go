@@ -9,6 +9,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
+	weeklyv1alpha1 "github.com/runbook-dev/runbook/api/weekly/v1alpha1"
 )
 
 func wake(ns string, until time.Time) scalingv1alpha1.WakeEntry {
@@ -20,7 +21,7 @@ func wake(ns string, until time.Time) scalingv1alpha1.WakeEntry {
 func TestMomentWakeEntries(t *testing.T) {
 	now := mustTime(t, "2026-11-30T21:00:00Z") // Monday, inside the window
 	spec := scalingv1alpha1.NSScalerSpec{
-		Schedule: &scalingv1alpha1.Schedule{Sleep: []scalingv1alpha1.SleepWindow{win("Mon-Fri", "20:00", "08:00")}},
+		Schedule: &scalingv1alpha1.Schedule{Schedule: weeklyv1alpha1.Schedule{Windows: []weeklyv1alpha1.Window{win("Mon-Fri", "20:00", "08:00")}}},
 		Wake: []scalingv1alpha1.WakeEntry{
 			wake("a", now.Add(time.Hour)),                  // ends while asleep: a transition
 			wake("b", now.Add(-time.Minute)),               // expired: ignored
@@ -63,8 +64,7 @@ func TestMomentWithoutScheduleOrWithAnInvalidOne(t *testing.T) {
 	if !m.asleep() || m.verdict.Reason != noScheduleReason || !m.nextTransition(now, Plan{}).IsZero() {
 		t.Fatalf("without a schedule: %+v", m.verdict)
 	}
-	m = momentAt(scalingv1alpha1.NSScalerSpec{Schedule: &scalingv1alpha1.Schedule{TimeZone: "Europe/Atlantis",
-		Sleep: []scalingv1alpha1.SleepWindow{win("Mon", "01:00", "02:00")}}}, now)
+	m = momentAt(scalingv1alpha1.NSScalerSpec{Schedule: &scalingv1alpha1.Schedule{Schedule: weeklyv1alpha1.Schedule{TimeZone: "Europe/Atlantis", Windows: []weeklyv1alpha1.Window{win("Mon", "01:00", "02:00")}}}}, now)
 	if m.err == nil {
 		t.Fatal("an unknown zone is accepted")
 	}

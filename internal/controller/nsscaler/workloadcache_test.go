@@ -116,7 +116,7 @@ func TestTrimObjectScaledObject(t *testing.T) {
 		t.Fatalf("trimmed to %v", got.Object)
 	}
 	w := (&scaledObjectHandler{}).toWorkload(got)
-	if w.Target != kindDeployment || w.TargetName != "web" || w.PausedReplicas == nil || *w.PausedReplicas != "2" || w.isParked() {
+	if w.Target != kindDeployment || w.TargetName != "web" || w.PausedReplicas == nil || *w.PausedReplicas != "2" || w.isParked(0) {
 		t.Fatalf("read %+v", w)
 	}
 }

@@ -36,6 +36,11 @@ type workloadPass struct {
 	now time.Time
 	// excludeSelector is spec.excludeSelector (nil: none).
 	excludeSelector labels.Selector
+	// grace is spec.gracePeriod (0: none).
+	grace time.Duration
+	// parkedReplicasChanged: spec.parkedReplicas differs from the last
+	// pass's, so this pass's re-parks are not scale-ups by anyone else.
+	parkedReplicasChanged bool
 	// fights is this NSScaler's memory of contested workloads.
 	fights *fightTracker
 	obs    *observation
@@ -64,13 +69,14 @@ type outcome struct {
 	// target and action are the decision's.
 	target bool
 	action Action
+	keep   int32
 	done   Action // the action actually written (none if nothing was needed)
 	err    error
 }
 
 // outcomeOf is j's outcome: done written, or err.
 func outcomeOf(j job, done Action, err error) outcome {
-	return outcome{namespace: j.w.Namespace, kind: j.w.Kind, target: j.d.Target, action: j.d.Action, done: done, err: err}
+	return outcome{namespace: j.w.Namespace, kind: j.w.Kind, target: j.d.Target, action: j.d.Action, keep: j.d.Keep, done: done, err: err}
 }
 
 // reconcileWorkloads decides on every workload of every handled kind and,
@@ -99,8 +105,8 @@ func (r *Reconciler) reconcileWorkloads(ctx context.Context, scaler *scalingv1al
 // flight while the later workloads are decided), the rest is counted. One
 // kind that cannot be listed does not stop the others. Each cached object
 // becomes a Workload only while it is decided: a pass that held them all
-// until its end kept 4.5 MiB alive at 20,000 Deployments, which the heap
-// then grew by half again (docs/architecture.md).
+// until its end kept memory alive in proportion to the fleet, and the heap
+// grows by half of what is live (test/bench/RESULTS.md).
 func (r *Reconciler) decideAll(ctx context.Context, scaler *scalingv1alpha1.NSScaler, p *workloadPass, handlers []kindHandler, write func(job)) {
 	refs := r.kedaReferences(ctx, p, handlers)
 	for _, h := range handlers {
@@ -138,6 +144,9 @@ type kedaRefs struct {
 	// autoscaled are the workloads a ScaledObject targets; excluded those
 	// of them an exclusion applies to.
 	autoscaled, excluded map[targetRef]struct{}
+	// replicas are what the autoscaled workloads run (a ScaledObject is
+	// paused at no more).
+	replicas map[targetRef]int32
 }
 
 // kedaReferences lists the ScaledObjects and, when there are any, finds
@@ -155,6 +164,7 @@ func (r *Reconciler) kedaReferences(ctx context.Context, p *workloadPass, handle
 		return refs
 	}
 	refs.excluded = map[targetRef]struct{}{}
+	refs.replicas = map[targetRef]int32{}
 	for _, h := range handlers {
 		if h.key() == kindScaledObject {
 			continue
@@ -162,8 +172,11 @@ func (r *Reconciler) kedaReferences(ctx context.Context, p *workloadPass, handle
 		// A kind that cannot be listed is reported when it is decided on.
 		_ = r.eachFresh(ctx, h, func(w Workload) {
 			ref := refOf(w)
-			if _, ok := refs.autoscaled[ref]; ok && p.plan.Owns(w.Namespace) &&
-				excludedBy(w, p.excludeSelector, p.now).excluded {
+			if _, ok := refs.autoscaled[ref]; !ok || !p.plan.Owns(w.Namespace) {
+				return
+			}
+			refs.replicas[ref] = w.Replicas
+			if excludedBy(w, p.excludeSelector, p.now).excluded {
 				refs.excluded[ref] = struct{}{}
 			}
 		})
@@ -219,10 +232,14 @@ func (p *workloadPass) crossReference(w *Workload, refs *kedaRefs) {
 	_, w.Autoscaled = refs.autoscaled[refOf(*w)]
 	p.exclude(w)
 	if w.Kind == kindScaledObject {
-		if _, ok := refs.excluded[targetRef{kind: w.Target, namespace: w.Namespace, name: w.TargetName}]; ok {
+		target := targetRef{kind: w.Target, namespace: w.Namespace, name: w.TargetName}
+		if _, ok := refs.excluded[target]; ok {
 			w.Excluded = true
 		}
+		// A target that is not there runs nothing.
+		w.Replicas = refs.replicas[target]
 	}
+	p.applyGrace(w)
 }
 
 // exclude evaluates a workload's exclusion and reports it: a malformed
@@ -257,6 +274,10 @@ func (p *workloadPass) decide(h kindHandler, w Workload) (j job, write bool) {
 	if d.Target {
 		p.targets[w.UID] = struct{}{}
 	}
+	if d.AtOrBelow {
+		p.obs.atOrBelow++
+		p.obs.keptPods += d.Keep
+	}
 	if d.Action == ActionNone || !p.act || (d.Action == ActionPark && p.obs.holdParks) {
 		p.count(w, d, d.Action == ActionNone)
 		if p.dryRun {
@@ -289,15 +310,16 @@ func (p *workloadPass) countDryRun(w Workload, a Action) {
 // count adds a workload's final state to the status counters. settled is
 // true when the workload is in the state its decision wants.
 func (p *workloadPass) count(w Workload, d Decision, settled bool) {
-	p.countFinal(w.Kind, d.Target, d.Action, settled)
+	p.countFinal(w.Kind, d.Target, d.Action, settled, d.Keep)
 }
 
 // countFinal is count of a workload of kind whose decision was target and
-// action.
-func (p *workloadPass) countFinal(kind KindKey, target bool, action Action, settled bool) {
+// action; a settled target keeps keep replicas.
+func (p *workloadPass) countFinal(kind KindKey, target bool, action Action, settled bool, keep int32) {
 	if target {
 		if settled {
 			p.obs.parkedWorkloads++
+			p.obs.keptPods += keep
 		} else {
 			p.obs.pendingTargets++
 		}
@@ -326,14 +348,14 @@ func (p *workloadPass) tally(outcomes []outcome) map[string]*namespaceTally {
 				t.firstErr = o.err
 			}
 			p.obs.workloadErrs = append(p.obs.workloadErrs, o.err)
-			p.countFinal(o.kind, o.target, o.action, false)
+			p.countFinal(o.kind, o.target, o.action, false, o.keep)
 		case o.done == ActionPark:
 			t.parked++
-			p.countFinal(o.kind, o.target, o.action, true)
+			p.countFinal(o.kind, o.target, o.action, true, o.keep)
 		case o.done == ActionRestore:
 			t.restored++
 		default:
-			p.countFinal(o.kind, o.target, o.action, true)
+			p.countFinal(o.kind, o.target, o.action, true, o.keep)
 		}
 	}
 	return tallies
@@ -393,10 +415,7 @@ func (wp *writePool) wait() []outcome {
 	for _, written := range wp.perWriter {
 		outcomes = append(outcomes, written...)
 	}
-	written := wp.r.observeWritePass(wp.ctx, wp.p.self, outcomes, wp.r.clock.Since(wp.start).Seconds())
-	if written >= burstWrites && wp.r.bursts != nil {
-		wp.r.bursts.Burst()
-	}
+	wp.r.observeWritePass(wp.ctx, wp.p.self, outcomes, wp.r.clock.Since(wp.start).Seconds())
 	return outcomes
 }
 
@@ -409,16 +428,8 @@ func (r *Reconciler) runJobs(ctx context.Context, p *workloadPass, jobs []job) [
 	return wp.wait()
 }
 
-// Bursts hears of passes that wrote many workloads.
-type Bursts interface{ Burst() }
-
-// burstWrites is the pass size whose garbage is worth a forced collection:
-// a few hundred KiB of request and watch-event buffers per hundred writes.
-const burstWrites = 100
-
-// observeWritePass records the duration of a park or restore pass and
-// returns how many workloads it parked or restored.
-func (r *Reconciler) observeWritePass(ctx context.Context, self string, outcomes []outcome, seconds float64) int {
+// observeWritePass records the duration of a park or restore pass.
+func (r *Reconciler) observeWritePass(ctx context.Context, self string, outcomes []outcome, seconds float64) {
 	var parked, restored int
 	for _, o := range outcomes {
 		switch o.done {
@@ -435,7 +446,6 @@ func (r *Reconciler) observeWritePass(ctx context.Context, self string, outcomes
 		r.metrics.RestoreDuration.WithLabelValues(self).Observe(seconds)
 	}
 	log.FromContext(ctx).Info("workloads written", "parked", parked, "restored", restored, "jobs", len(outcomes), "seconds", seconds)
-	return parked + restored
 }
 
 // writeWorkload performs one decision. On a 409 conflict it re-reads the
@@ -476,7 +486,7 @@ func (r *Reconciler) writeWorkload(ctx context.Context, p *workloadPass, j job) 
 func perform(ctx context.Context, j job) (Workload, error) {
 	switch j.d.Action {
 	case ActionPark:
-		return j.h.park(ctx, j.w, j.d.Record)
+		return j.h.park(ctx, j.w, j.d.Record, j.d.ParkAt)
 	case ActionRestore:
 		return j.h.restore(ctx, j.w, j.d.Original)
 	}
@@ -496,6 +506,7 @@ func (p *workloadPass) redecide(ctx context.Context, j job) (job, *outcome) {
 		o := outcomeOf(job{h: j.h, w: j.w}, ActionNone, nil)
 		return j, &o
 	}
+	p.carryPassFacts(&fresh, j.w)
 	d, err := Decide(fresh, p.plan, p.kinds, p.self)
 	next := job{h: j.h, w: fresh, d: d}
 	if err != nil {

@@ -3,7 +3,6 @@ package nsscaler
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,7 +32,7 @@ func (f *fakeHandler) get(context.Context, string, string) (Workload, bool, erro
 func (f *fakeHandler) cached(context.Context, string, string) (Workload, bool, error) {
 	return Workload{}, false, nil
 }
-func (f *fakeHandler) park(_ context.Context, w Workload, record *Original) (Workload, error) {
+func (f *fakeHandler) park(_ context.Context, w Workload, record *Original, replicas int32) (Workload, error) {
 	f.parks = append(f.parks, record)
 	if len(f.parkErrs) > 0 {
 		err := f.parkErrs[0]
@@ -42,7 +41,7 @@ func (f *fakeHandler) park(_ context.Context, w Workload, record *Original) (Wor
 			return Workload{}, err
 		}
 	}
-	w.Replicas = 0
+	w.Replicas = replicas
 	return w, nil
 }
 func (f *fakeHandler) restore(_ context.Context, w Workload, orig Original) (Workload, error) {
@@ -139,42 +138,5 @@ func TestOneFailingWorkloadDoesNotStopTheOthers(t *testing.T) {
 	}
 	if ok != 2 || failed != 1 {
 		t.Fatalf("parked %d failed %d, want 2 and 1", ok, failed)
-	}
-}
-
-// countingBursts counts the bursts a reconciler reports.
-type countingBursts struct{ n int }
-
-func (c *countingBursts) Burst() { c.n++ }
-
-func TestOnlyAPassOfManyWritesIsABurst(t *testing.T) {
-	for _, tc := range []struct {
-		workloads int
-		failing   int // of them, refused by the apiserver
-		want      int
-	}{
-		{workloads: burstWrites - 1, want: 0},
-		{workloads: burstWrites, want: 1},
-		{workloads: burstWrites + 10, failing: 11, want: 0}, // failures wrote nothing
-		{workloads: 0, want: 0},
-	} {
-		r := testReconciler(t)
-		bursts := &countingBursts{}
-		r.bursts = bursts
-		p := testPass()
-		var jobs []job
-		for i := range tc.workloads {
-			var err error
-			if i < tc.failing {
-				err = apierrors.NewForbidden(schema.GroupResource{Resource: "deployments"}, "w", errors.New("denied"))
-			}
-			w := Workload{Kind: kindDeployment, Namespace: "ns", Name: fmt.Sprintf("w%d", i), Replicas: 1}
-			d, _ := Decide(w, p.plan, p.kinds, p.self)
-			jobs = append(jobs, job{h: &fakeHandler{parkErrs: []error{err}}, w: w, d: d})
-		}
-		r.runJobs(context.Background(), p, jobs)
-		if bursts.n != tc.want {
-			t.Errorf("%d workloads, %d refused: %d bursts, want %d", tc.workloads, tc.failing, bursts.n, tc.want)
-		}
 	}
 }

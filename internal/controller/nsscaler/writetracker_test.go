@@ -126,7 +126,7 @@ type countingHandler struct {
 	release        chan struct{}
 }
 
-func (c *countingHandler) park(_ context.Context, w Workload, _ *Original) (Workload, error) {
+func (c *countingHandler) park(_ context.Context, w Workload, _ *Original, _ int32) (Workload, error) {
 	c.mu.Lock()
 	c.inFlight++
 	c.most = max(c.most, c.inFlight)

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -26,8 +27,8 @@ import (
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 	"github.com/runbook-dev/runbook/internal/controller/shutdown"
 	"github.com/runbook-dev/runbook/internal/controller/status"
+	"github.com/runbook-dev/runbook/internal/egress"
 	"github.com/runbook-dev/runbook/internal/fingerprint"
-	"github.com/runbook-dev/runbook/internal/netpolicy"
 )
 
 // Name names the controller, its flags, logs and event reporter.
@@ -78,6 +79,8 @@ type Reconciler struct {
 	// requests remembers the last refused (too long) restart request per
 	// RebootPolicy, so that it is reported once.
 	requests *requestLog
+	// admission serialises the namespace limit's decisions per namespace.
+	admission namespaceLocks
 }
 
 // +kubebuilder:rbac:groups=autoreboot.runbook.dev,resources=rebootpolicies,verbs=get;list;watch
@@ -87,7 +90,7 @@ type Reconciler struct {
 // Referenced triggers watch ConfigMap metadata (never their data).
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// The network policy's live lookups (internal/netpolicy): Service CIDRs,
+// The network policy's live lookups (internal/egress): Service CIDRs,
 // Services and pods by IP, the apiserver's EndpointSlices.
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=servicecidrs,verbs=list
 // +kubebuilder:rbac:groups="",resources=services;pods,verbs=list
@@ -203,17 +206,50 @@ func (r *Reconciler) suspend(ctx context.Context, p *pass) (ctrl.Result, error) 
 // syncWorkers makes the workers match the spec and copies what they
 // published into status.
 func (r *Reconciler) syncWorkers(ctx context.Context, p *pass) error {
-	specs, refused, err := r.workerSpecs(ctx, p.rbp)
+	nn := client.ObjectKeyFromObject(p.rbp)
+	refused, err := r.ensureWorkers(ctx, p.rbp)
 	if err != nil {
 		return err
 	}
-	nn := client.ObjectKeyFromObject(p.rbp)
-	r.Workers.Ensure(nn, specs)
 	p.refused = refused
 	p.acks = r.mergeWorkerStates(p.rbp, r.Workers.Snapshot(nn), refused)
 	p.fresh = len(p.acks) > 0
 	p.notes = policyNotes(p.persisted, p.rbp)
 	return nil
+}
+
+// ensureWorkers starts and stops rbp's workers as its admitted policies
+// say. With a namespace limit, the decision and the workers it starts are
+// one step under the namespace's admission lock (see admitLocked).
+func (r *Reconciler) ensureWorkers(ctx context.Context, rbp *autorebootv1alpha1.RebootPolicy) (map[string]refusal, error) {
+	nn := client.ObjectKeyFromObject(rbp)
+	if r.Limits.MaxPerNamespace <= 0 {
+		admitted, err := r.admitted(ctx, rbp)
+		if err != nil {
+			return nil, err
+		}
+		specs, refused := r.workerSpecs(rbp, admitted)
+		r.Workers.Ensure(nn, specs)
+		return refused, nil
+	}
+	// The slots are computed and applied under the namespace's admission
+	// lock: a later decision always rests on a cache at least as new.
+	// Applying stops every running worker of the namespace that the same
+	// decision leaves without a slot (a policy admitted on a cache that
+	// had not yet seen an older RebootPolicy gives its slot back as soon
+	// as a reconcile sees that one) in the same step that starts rbp's:
+	// the namespace's running workers never exceed the limit.
+	unlock := r.admission.lock(rbp.Namespace)
+	s, err := r.namespaceSlots(ctx, rbp.Namespace)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	specs, refused := r.workerSpecs(rbp, s.of(rbp))
+	displaced := r.Workers.Admit(nn, s.has, specs)
+	unlock()
+	r.Workers.Requeue(slices.DeleteFunc(displaced, func(o types.NamespacedName) bool { return o == nn }))
+	return refused, nil
 }
 
 // observeTargets reads the targets and decides about a pending trigger.
@@ -232,7 +268,7 @@ func (r *Reconciler) observeTargets(ctx context.Context, p *pass) (done bool, er
 	p.targets, p.in = targets, targetConditions(targets)
 	rules, err := restartRulesOf(p.rbp)
 	if err != nil {
-		p.setConditions(conditionInput{invalidSpec: err.Error()})
+		p.setConditions(conditionInput{invalidSchedule: err.Error()})
 		return true, nil
 	}
 	p.rules = rules
@@ -246,9 +282,9 @@ func (r *Reconciler) observeTargets(ctx context.Context, p *pass) (done bool, er
 }
 
 // restartRulesOf reads the spec's rules for acting on pending work; an
-// unknown time zone is an error for the InvalidSpec condition.
+// unknown time zone is an error for the InvalidSchedule condition.
 func restartRulesOf(rbp *autorebootv1alpha1.RebootPolicy) (restartRules, error) {
-	windows, err := parseWindows(rbp.Spec.RestartWindows)
+	windows, err := parseRestartSchedule(rbp.Spec.RestartSchedule)
 	if err != nil {
 		return restartRules{}, err
 	}
@@ -371,8 +407,9 @@ func execRefused(refused map[string]refusal) bool {
 // at once unless the admin says otherwise. A restart is three writes in a
 // row (the fire, the patch, the outcome), so a reconcile mostly waits on
 // the apiserver, and the policies probing one dependency fire together
-// when it fails: with 8, 50 such fires on 2 cores took 1.44 s (p99) from
-// failure to patch, with 32 1.14 s (docs/rebootpolicy.md, Cost).
+// when it fails: with a few reconciles at once the last of such a burst
+// waits for the writes of all the others before its own (the change →
+// restart benchmark, test/bench/RESULTS.md).
 const DefaultMaxConcurrentReconciles = 32
 
 // Options configure the RebootPolicy controller (built from flags in main).
@@ -380,7 +417,7 @@ type Options struct {
 	Probes ProbeSettings
 	// Network is where probes and database connections may go (admin
 	// flags); the cluster's own addresses are looked up live.
-	Network netpolicy.Settings
+	Network egress.Settings
 	Limits  Limits
 	Clock   clock.Clock
 	Metrics *Metrics
@@ -409,8 +446,8 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		opts.Keys = fingerprint.NewSource(mgr.GetAPIReader(), mgr.GetClient(), opts.Probes.OperatorNamespace,
 			opts.Probes.FingerprintKeySecret, mgr.GetLogger().WithName("fingerprint-key"))
 	}
-	cluster := netpolicy.NewAPICluster(mgr.GetAPIReader(), mgr.GetConfig().Host, opts.Clock, mgr.GetLogger().WithName("netpolicy"))
-	network := netpolicy.New(opts.Network, cluster)
+	cluster := egress.NewAPICluster(mgr.GetAPIReader(), mgr.GetConfig().Host, opts.Clock, mgr.GetLogger().WithName("egress"))
+	network := egress.New(opts.Network, cluster)
 	if opts.Metrics != nil {
 		network = network.WithDeniedCounter(opts.Metrics.dialsDenied)
 	}
@@ -449,7 +486,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 
 // buildWorkers builds the probe workers and what referenced triggers
 // learn changes from, and adds them to mgr.
-func buildWorkers(mgr ctrl.Manager, opts Options, network *netpolicy.Policy) (*Workers, *refWatcher, error) {
+func buildWorkers(mgr ctrl.Manager, opts Options, network *egress.Policy) (*Workers, *refWatcher, error) {
 	if opts.Probes.Referenced.WatchSecrets {
 		if err := canWatchSecrets(mgr.GetAPIReader()); err != nil {
 			return nil, nil, err

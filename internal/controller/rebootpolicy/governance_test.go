@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	weeklyv1alpha1 "github.com/runbook-dev/runbook/api/weekly/v1alpha1"
 )
 
 // govStart is the fake clock's start (a Thursday, 00:00 UTC).
@@ -29,8 +30,8 @@ func TestDecideGovernance(t *testing.T) {
 		return pendingEntry{firedAt: now.Add(-time.Minute), changedAt: now.Add(-ago), settles: true}
 	}
 	probeFire := pendingEntry{firedAt: now.Add(-time.Second), changedAt: now.Add(-time.Second)}
-	closed := []restartWindow{mustWindow(t, nil, "14:00", "15:00", "UTC")}
-	open := []restartWindow{mustWindow(t, nil, "11:00", "13:00", "UTC")}
+	closed := mustSchedule(t, "UTC", everyDay("14:00", "15:00"))
+	open := mustSchedule(t, "UTC", everyDay("11:00", "13:00"))
 	ids := map[string]string{"": "rbp/all"}
 	cases := []struct {
 		name        string
@@ -271,7 +272,7 @@ func TestFireOutsideTheWindowRestartsAtItsOpening(t *testing.T) {
 	rbp := pendingPolicy(govStart.Add(-time.Second))
 	// The clock starts on a Thursday at 00:00 UTC; 01:30 in Berlin is
 	// 00:30 UTC.
-	rbp.Spec.RestartWindows = []autorebootv1alpha1.RestartWindow{{Days: []autorebootv1alpha1.Weekday{"Thu"}, From: "01:30", To: "02:00", TimeZone: "Europe/Berlin"}}
+	rbp.Spec.RestartSchedule = &weeklyv1alpha1.Schedule{TimeZone: "Europe/Berlin", Windows: []weeklyv1alpha1.Window{{Days: "Thu", From: "01:30", To: "02:00"}}}
 	fx := newReconcileFixture(t, f, rbp, rolledOutDeployment(govStart.Add(-time.Hour)))
 	res := fx.reconcile(t)
 	if res.RequeueAfter != 30*time.Minute || condReason(fx.rbp(t)) != autorebootv1alpha1.ReasonOutsideWindow {
@@ -296,10 +297,10 @@ func TestFireOutsideTheWindowRestartsAtItsOpening(t *testing.T) {
 func TestInvalidTimeZoneIsReported(t *testing.T) {
 	f := newFakeProbers()
 	rbp := probePolicy()
-	rbp.Spec.RestartWindows = []autorebootv1alpha1.RestartWindow{{From: "01:00", To: "02:00", TimeZone: "Nowhere/Atlantis"}}
+	rbp.Spec.RestartSchedule = &weeklyv1alpha1.Schedule{TimeZone: "Nowhere/Atlantis", Windows: []weeklyv1alpha1.Window{{From: "01:00", To: "02:00"}}}
 	fx := newReconcileFixture(t, f, rbp, rolledOutDeployment(govStart.Add(-time.Hour)))
 	fx.reconcile(t)
-	if c := conditionOf(fx.rbp(t), autorebootv1alpha1.ConditionDegraded); c == nil || c.Reason != autorebootv1alpha1.ReasonInvalidSpec ||
+	if c := conditionOf(fx.rbp(t), autorebootv1alpha1.ConditionDegraded); c == nil || c.Reason != autorebootv1alpha1.ReasonInvalidSchedule ||
 		!strings.Contains(c.Message, "Nowhere/Atlantis") {
 		t.Fatalf("Degraded = %+v", c)
 	}
@@ -309,7 +310,7 @@ func TestReferencedChangeRestartsOnlyItsTarget(t *testing.T) {
 	f := newFakeProbers()
 	k := testKeyFor(t)
 	obs := func(a, b string) observation {
-		return observation{result: ok, message: "tracking", targets: []targetObservation{{"d00", "r", k.FormatHex(a)}, {"d01", "r", k.FormatHex(b)}}}
+		return observation{result: ok, message: "tracking", targets: []targetObservation{{name: "d00", references: "r", fingerprint: k.FormatHex(a)}, {name: "d01", references: "r", fingerprint: k.FormatHex(b)}}}
 	}
 	rbp := probePolicy()
 	rbp.Spec.Target = selectorTarget()
@@ -403,7 +404,7 @@ func TestRestartRequestWaitsForTheWindow(t *testing.T) {
 	f.setResults("health", ok)
 	rbp := probePolicy()
 	rbp.Annotations = map[string]string{autorebootv1alpha1.RestartRequestAnnotation: "n-1"}
-	rbp.Spec.RestartWindows = []autorebootv1alpha1.RestartWindow{{From: "01:00", To: "02:00"}}
+	rbp.Spec.RestartSchedule = &weeklyv1alpha1.Schedule{Windows: []weeklyv1alpha1.Window{everyDay("01:00", "02:00")}}
 	fx := newReconcileFixture(t, f, rbp, rolledOutDeployment(govStart.Add(-time.Hour)))
 	if res := fx.reconcile(t); res.RequeueAfter != time.Hour {
 		t.Fatalf("requeue after %s", res.RequeueAfter)

@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -55,22 +58,53 @@ func (l Limits) specRefusal(p autorebootv1alpha1.Policy) *refusal {
 }
 
 // admitted returns the policies of rbp that fit in its namespace's share
-// of workers. Slots go to RebootPolicies in order of creation (then name),
-// so a newcomer can never push an older policy out, and every replica
-// computes the same answer from the same cache.
+// of workers (see namespaceSlots).
 func (r *Reconciler) admitted(ctx context.Context, rbp *autorebootv1alpha1.RebootPolicy) (map[string]bool, error) {
-	out := map[string]bool{}
 	if r.Limits.MaxPerNamespace <= 0 {
+		out := map[string]bool{}
 		for _, p := range rbp.Spec.Policies {
 			out[p.Name] = true
 		}
 		return out, nil
 	}
+	slots, err := r.namespaceSlots(ctx, rbp.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	return slots.of(rbp), nil
+}
+
+// slots are the policies of a namespace that get a worker, by
+// RebootPolicy.
+type slots map[types.NamespacedName]slot
+
+type slot struct {
+	uid      types.UID
+	policies map[string]bool
+}
+
+// of returns rbp's admitted policies; an object of the same name but
+// another UID (deleted and created again) has none yet.
+func (s slots) of(rbp *autorebootv1alpha1.RebootPolicy) map[string]bool {
+	sl, ok := s[client.ObjectKeyFromObject(rbp)]
+	if !ok || sl.uid != rbp.UID {
+		return map[string]bool{}
+	}
+	return sl.policies
+}
+
+func (s slots) has(obj types.NamespacedName, policy string) bool { return s[obj].policies[policy] }
+
+// namespaceSlots computes who gets the namespace's MaxPerNamespace slots
+// from the cache. Slots go to RebootPolicies in order of creation (then
+// name), so a newcomer can never push an older policy out, and every
+// replica computes the same answer from the same cache.
+func (r *Reconciler) namespaceSlots(ctx context.Context, namespace string) (slots, error) {
 	var l autorebootv1alpha1.RebootPolicyList
 	// Read only (sorted in this slice, never modified): every reconcile of
 	// a namespace's 100 policies would copy all of them otherwise.
-	if err := r.Client.List(ctx, &l, client.InNamespace(rbp.Namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("list rebootpolicies in %s: %w", rbp.Namespace, err)
+	if err := r.Client.List(ctx, &l, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list rebootpolicies in %s: %w", namespace, err)
 	}
 	items := l.Items
 	sort.Slice(items, func(i, j int) bool {
@@ -80,23 +114,61 @@ func (r *Reconciler) admitted(ctx context.Context, rbp *autorebootv1alpha1.Reboo
 		}
 		return items[i].Name < items[j].Name
 	})
+	out := slots{}
 	used := 0
 	for i := range items {
 		it := &items[i]
 		if it.Spec.Suspend || !it.DeletionTimestamp.IsZero() {
 			continue
 		}
+		sl := slot{uid: it.UID, policies: map[string]bool{}}
 		for _, p := range it.Spec.Policies {
 			if r.Limits.specRefusal(p) != nil {
 				continue
 			}
-			if used < r.Limits.MaxPerNamespace && it.UID == rbp.UID {
-				out[p.Name] = true
+			if used < r.Limits.MaxPerNamespace {
+				sl.policies[p.Name] = true
 			}
 			used++
 		}
+		out[client.ObjectKeyFromObject(it)] = sl
 	}
 	return out, nil
+}
+
+// namespaceLocks serialises admission per namespace.
+type namespaceLocks struct {
+	mu    sync.Mutex
+	locks map[string]*namespaceLock
+}
+
+type namespaceLock struct {
+	sync.Mutex
+	users int
+}
+
+// lock locks namespace and returns its unlock.
+func (n *namespaceLocks) lock(namespace string) func() {
+	n.mu.Lock()
+	if n.locks == nil {
+		n.locks = map[string]*namespaceLock{}
+	}
+	l := n.locks[namespace]
+	if l == nil {
+		l = &namespaceLock{}
+		n.locks[namespace] = l
+	}
+	l.users++
+	n.mu.Unlock()
+	l.Lock()
+	return func() {
+		l.Unlock()
+		n.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(n.locks, namespace)
+		}
+		n.mu.Unlock()
+	}
 }
 
 func tooManyProbes(limit int) refusal {

@@ -6,10 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
@@ -98,5 +100,52 @@ func TestNamespaceShareGoesToTheOldestPolicies(t *testing.T) {
 	reqs := r.policiesWaitingForSlots(context.Background(), oldest)
 	if len(reqs) != 1 || reqs[0].Name != "newest" {
 		t.Fatalf("a change of oldest wakes %v, want newest", reqs)
+	}
+}
+
+// TestAdmissionOnAPartialCacheIsRevisited: a newer RebootPolicy admitted
+// while the cache had not yet seen an older one gives its slot back as
+// soon as a reconcile sees the older one, before that one starts: the
+// namespace never runs more than its limit.
+func TestAdmissionOnAPartialCacheIsRevisited(t *testing.T) {
+	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	rbp := func(name string) *autorebootv1alpha1.RebootPolicy {
+		return &autorebootv1alpha1.RebootPolicy{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name, UID: types.UID(name), CreationTimestamp: t0},
+			Spec:       autorebootv1alpha1.RebootPolicySpec{Policies: []autorebootv1alpha1.Policy{tcpPolicy("p", 10)}},
+		}
+	}
+	b, c := rbp("b"), rbp("c")
+	cl := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(b, c).Build()
+	r := &Reconciler{Client: cl, Limits: Limits{MaxPerNamespace: 2},
+		Workers: NewWorkers(clock.RealClock{}, nil, nil, logr.Discard())}
+	ctx := context.Background()
+	for _, o := range []*autorebootv1alpha1.RebootPolicy{c, b} {
+		if _, err := r.ensureWorkers(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := r.Workers.CountIn("team"); n != 2 {
+		t.Fatalf("%d workers, want 2", n)
+	}
+	// "a" sorts first (same second, name first): it takes c's slot.
+	a := rbp("a")
+	if err := cl.Create(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	a.CreationTimestamp = t0
+	if err := cl.Update(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	refused, err := r.ensureWorkers(ctx, a)
+	if err != nil || len(refused) != 0 {
+		t.Fatalf("a: refused %v, %v", refused, err)
+	}
+	if got := r.Workers.Keys(); len(got) != 2 || !strings.HasPrefix(got[0], "team/a/p@") || !strings.HasPrefix(got[1], "team/b/p@") {
+		t.Fatalf("running %v, want a and b", got)
+	}
+	refused, err = r.ensureWorkers(ctx, c)
+	if err != nil || refused["p"].reason != autorebootv1alpha1.ReasonTooManyProbes {
+		t.Fatalf("c: refused %v, %v", refused, err)
 	}
 }

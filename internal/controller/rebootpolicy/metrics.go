@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
-	"github.com/runbook-dev/runbook/internal/netpolicy"
+	"github.com/runbook-dev/runbook/internal/egress"
 )
 
 // Metrics are the RebootPolicy controller's Prometheus collectors. They are
@@ -62,7 +62,7 @@ func NewMetrics() *Metrics {
 			Help:    "Time from a trigger firing to the restart patch (cooldown waits included).",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 16),
 		}),
-		dialsDenied: netpolicy.NewDeniedCounter(),
+		dialsDenied: egress.NewDeniedCounter(),
 		pendingRestarts: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "runbook_rebootpolicy_pending_restarts",
 			Help: "Targets whose restart waits (settle delay, restart window, throttle, cooldown, rollout), over all RebootPolicies.",

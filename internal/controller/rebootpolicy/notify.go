@@ -20,7 +20,7 @@ import (
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 	"github.com/runbook-dev/runbook/internal/controller/status"
-	"github.com/runbook-dev/runbook/internal/netpolicy"
+	"github.com/runbook-dev/runbook/internal/egress"
 )
 
 // NotifySettings bound webhook notifications (admin flags); zero values
@@ -80,12 +80,12 @@ type notification struct {
 // background: a reconcile only queues (never blocks, never fails because of
 // a webhook), senders retry with back-off, the queue is bounded, the URL
 // is read from a labelled Secret at send time and every connection goes
-// through the network policy of the RebootPolicy's namespace. A message is
+// through the egress guard of the RebootPolicy's namespace. A message is
 // best effort: events and metrics are the record.
 type notifier struct {
 	settings NotifySettings
 	reader   client.Reader
-	network  *netpolicy.Policy
+	network  *egress.Policy
 	clock    clock.Clock
 	events   status.Events
 	metrics  *Metrics
@@ -97,7 +97,7 @@ type notifier struct {
 	signal chan struct{}
 }
 
-func newNotifier(settings NotifySettings, reader client.Reader, network *netpolicy.Policy, clk clock.Clock, events status.Events, m *Metrics, log logr.Logger) *notifier {
+func newNotifier(settings NotifySettings, reader client.Reader, network *egress.Policy, clk clock.Clock, events status.Events, m *Metrics, log logr.Logger) *notifier {
 	return &notifier{
 		settings: settings.withDefaults(), reader: reader, network: network, clock: clk, events: events, metrics: m, log: log,
 		perNS: map[string]int{}, signal: make(chan struct{}, 1),
@@ -245,15 +245,16 @@ func (n *notifier) post(ctx context.Context, m *notification) error {
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := n.client(m.policy.Namespace).Do(req)
 	if err != nil {
-		var denied *netpolicy.DeniedError
+		var denied *egress.DeniedError
 		if errors.As(err, &denied) {
 			return &refusedError{denied.Error()}
 		}
 		if ctx.Err() != nil {
 			return errors.New("timed out")
 		}
-		return netpolicy.ErrConnectionFailed
+		return egress.ErrConnectionFailed
 	}
+	// The answer is read into nothing, a bounded amount: never shown.
 	defer func() { _ = resp.Body.Close() }()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxWebhookAnswer))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
@@ -283,18 +284,18 @@ func (n *notifier) webhookURL(ctx context.Context, m *notification) (*url.URL, e
 	return u, nil
 }
 
-// client dials through the network policy of namespace, follows no
+// client dials through the egress guard of namespace, with the bounds of
+// a probe's client (http_transport.go) and TLS verified as usual: a
+// webhook is a real service with a real certificate. It follows no
 // redirect (each would be another address to judge, and a webhook has no
-// reason to redirect) and uses no proxy.
+// reason to redirect) and keeps no connection: messages are rare, and
+// an idle connection per namespace would outlive most of them.
 func (n *notifier) client(namespace string) *http.Client {
+	t := tenantTransport(n.network.Dialer(namespace, n.settings.Timeout).DialContext, nil)
+	t.TLSHandshakeTimeout, t.ResponseHeaderTimeout = n.settings.Timeout, n.settings.Timeout
+	t.DisableKeepAlives = true
 	return &http.Client{
-		Transport: &http.Transport{
-			DialContext:            n.network.Dialer(namespace, n.settings.Timeout).DialContext,
-			TLSHandshakeTimeout:    n.settings.Timeout,
-			ResponseHeaderTimeout:  n.settings.Timeout,
-			MaxResponseHeaderBytes: 16 << 10,
-			DisableKeepAlives:      true,
-		},
+		Transport:     t,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }

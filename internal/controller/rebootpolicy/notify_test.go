@@ -23,7 +23,7 @@ import (
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 	"github.com/runbook-dev/runbook/internal/controller/status"
-	"github.com/runbook-dev/runbook/internal/netpolicy"
+	"github.com/runbook-dev/runbook/internal/egress"
 )
 
 // sink is a webhook receiver that answers with code.
@@ -70,17 +70,17 @@ func notifyingPolicy() *autorebootv1alpha1.RebootPolicy {
 
 func testNotifier(t *testing.T, c client.Reader, allow string, settings NotifySettings) (*notifier, *clocktesting.FakeClock, *events.FakeRecorder, *Metrics) {
 	t.Helper()
-	var rules []netpolicy.Rule
+	var rules []egress.Rule
 	if allow != "" {
 		var err error
-		if rules, err = netpolicy.ParseRules(allow); err != nil {
+		if rules, err = egress.ParseRules(allow); err != nil {
 			t.Fatal(err)
 		}
 	}
 	fc := clocktesting.NewFakeClock(govStart)
 	rec := events.NewFakeRecorder(100)
 	m := NewMetrics()
-	network := netpolicy.New(netpolicy.Settings{Allow: rules}, emptyCluster{})
+	network := egress.New(egress.Settings{Allow: rules}, emptyCluster{})
 	return newNotifier(settings, c, network, fc, status.Events{Recorder: rec}, m, logr.Discard()), fc, rec, m
 }
 

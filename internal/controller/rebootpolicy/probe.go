@@ -11,8 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/egress"
 	"github.com/runbook-dev/runbook/internal/fingerprint"
-	"github.com/runbook-dev/runbook/internal/netpolicy"
 	"github.com/runbook-dev/runbook/internal/sqlguard"
 )
 
@@ -42,12 +42,11 @@ type wakeableProber interface {
 }
 
 // deadlineProber bounds a probe by a timeout itself, without a context
-// of its own per probe (the worker's ctx is the same for every probe);
-// interrupt ends its requests at once when the worker stops.
+// of its own per probe (the worker's ctx is the same for every probe,
+// and its end ends the probe's requests at once).
 type deadlineProber interface {
 	prober
 	probeWithin(ctx context.Context, timeout time.Duration) observation
-	interrupt()
 }
 
 // proberFactory builds probers; its fields are the manager-wide settings.
@@ -79,6 +78,9 @@ type SQLSettings struct {
 	// AllowUnixSockets lists the database sockets DSNs may name; they must
 	// also be allowed by the network policy.
 	AllowUnixSockets []string
+	// AllowPowerful accepts DSNs whose user may act outside the database's
+	// own data (sqlguard.Options.AllowPowerfulUser).
+	AllowPowerful bool
 }
 
 // probers is the production proberFactory.
@@ -90,8 +92,8 @@ type probers struct {
 	keys   *fingerprint.Source
 	clock  clock.Clock
 	// network decides where probes and database connections may go.
-	network *netpolicy.Policy
-	http    *httpPools
+	network *egress.Policy
+	http    *httpTransports
 	// targets reads target workloads from the manager's cache (referenced
 	// triggers); watcher and refReader tell and read what they reference.
 	targets   client.Reader
@@ -99,7 +101,7 @@ type probers struct {
 	refReader *refReader
 }
 
-func newProbers(settings ProbeSettings, reader client.Reader, keys *fingerprint.Source, network *netpolicy.Policy, clk clock.Clock) *probers {
+func newProbers(settings ProbeSettings, reader client.Reader, keys *fingerprint.Source, network *egress.Policy, clk clock.Clock) *probers {
 	if settings.ExecOutputLimit <= 0 {
 		settings.ExecOutputLimit = 4096
 	}
@@ -109,7 +111,7 @@ func newProbers(settings ProbeSettings, reader client.Reader, keys *fingerprint.
 		keys:      keys,
 		clock:     clk,
 		network:   network,
-		http:      newHTTPPools(network),
+		http:      newHTTPTransports(network),
 		targets:   reader,
 		watcher:   newRefIndex(),
 		refReader: newRefReader(reader),
@@ -175,7 +177,7 @@ func triggerType(t autorebootv1alpha1.Trigger) string {
 // Failure with one of three fixed phrases: which of refused, filtered,
 // reset or unreachable it was would make the probe a port scanner.
 func networkObservation(ctx context.Context, err error, what string) observation {
-	var denied *netpolicy.DeniedError
+	var denied *egress.DeniedError
 	if errors.As(err, &denied) {
 		return observation{result: autorebootv1alpha1.ResultError, reason: autorebootv1alpha1.ReasonAddressNotAllowed,
 			message: what + ": " + denied.Error()}
@@ -184,7 +186,7 @@ func networkObservation(ctx context.Context, err error, what string) observation
 		return observation{result: autorebootv1alpha1.ResultFailure, message: what + ": timed out"}
 	}
 	if isDialError(err) {
-		return observation{result: autorebootv1alpha1.ResultFailure, message: what + ": " + netpolicy.ErrConnectionFailed.Error()}
+		return observation{result: autorebootv1alpha1.ResultFailure, message: what + ": " + egress.ErrConnectionFailed.Error()}
 	}
 	return observation{result: autorebootv1alpha1.ResultFailure, message: what + ": request failed"}
 }

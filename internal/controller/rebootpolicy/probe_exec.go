@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 )
 
@@ -40,6 +42,12 @@ func resolveScript(dir, script string) (string, error) {
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(root, p)
 	}
+	// Refuse a name outside the directory before touching the file
+	// system: "not found" for a missing file and "outside" for an existing
+	// one would let a tenant map the manager's files through status.
+	if !lexicallyWithin(p, root) && !lexicallyWithin(p, dir) {
+		return "", fmt.Errorf("exec probe script %q resolves outside the allowed directory", script)
+	}
 	real, err := filepath.EvalSymlinks(p)
 	if err != nil {
 		return "", fmt.Errorf("exec probe script %q: not found in the allowed directory", script)
@@ -59,6 +67,17 @@ func resolveScript(dir, script string) (string, error) {
 		return "", fmt.Errorf("exec probe script %q is not executable", script)
 	}
 	return real, nil
+}
+
+// lexicallyWithin reports whether the cleaned path p lies below dir,
+// without resolving anything.
+func lexicallyWithin(p, dir string) bool {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return false
+	}
+	rel, err := filepath.Rel(abs, filepath.Clean(p))
+	return err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // execProber runs an allowed script in its own process group; exit code 0
@@ -85,13 +104,20 @@ func (p *execProber) probe(ctx context.Context) observation {
 		return observation{result: autorebootv1alpha1.ResultError, reason: autorebootv1alpha1.ReasonExecNotAllowed, message: err.Error()}
 	}
 	res := runScript(ctx, script, p.command[1:], filepath.Dir(script), p.settings.ExecOutputLimit)
+	if res.err != nil {
+		// The tenant chose the arguments: what the script printed (or
+		// why it could not run) is for the admin's debug log only, never
+		// for status and events.
+		log.FromContext(ctx).V(1).Info("exec probe failed", "script", filepath.Base(script),
+			"exitCode", res.exitCode, "error", res.err.Error(), "output", res.output)
+	}
 	switch {
 	case res.err != nil && res.timedOut:
-		return observation{result: autorebootv1alpha1.ResultFailure, message: "timed out; process group killed"}
+		return observation{result: autorebootv1alpha1.ResultFailure, message: "exec probe timed out; process group killed"}
 	case res.err != nil && res.exitCode < 0:
-		return observation{result: autorebootv1alpha1.ResultError, reason: autorebootv1alpha1.ReasonProbeError, message: res.err.Error()}
+		return observation{result: autorebootv1alpha1.ResultError, reason: autorebootv1alpha1.ReasonProbeError, message: "exec probe: the script could not run or did not exit"}
 	case res.exitCode != 0:
-		return observation{result: autorebootv1alpha1.ResultFailure, message: fmt.Sprintf("exit code %d: %s", res.exitCode, strings.TrimSpace(res.output))}
+		return observation{result: autorebootv1alpha1.ResultFailure, message: fmt.Sprintf("exec probe failed: exit code %d", res.exitCode)}
 	}
 	return observation{result: autorebootv1alpha1.ResultSuccess}
 }

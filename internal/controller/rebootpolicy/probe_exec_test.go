@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 )
 
@@ -115,7 +118,7 @@ func TestExecProberResults(t *testing.T) {
 		message string
 	}{
 		{[]string{"ok.sh"}, ok, ""},
-		{[]string{"fail.sh"}, fail, "exit code 3: broken"},
+		{[]string{"fail.sh"}, fail, "exec probe failed: exit code 3"},
 		{[]string{"args.sh", "x"}, ok, ""},
 		{[]string{"args.sh", "y"}, fail, "exit code 1"},
 		{[]string{strings.Repeat("../", 30) + "bin/true"}, errR, "outside"},
@@ -183,5 +186,64 @@ func TestExecTimeoutKillsTheProcessGroup(t *testing.T) {
 			t.Fatalf("grandchild %d survived the timeout", pid)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestExecFailureKeepsTheOutputOutOfTheMessage: the tenant chooses the
+// arguments of an allowed script, so whatever the script prints (its
+// arguments, files it read for them) must not reach the message that goes
+// to status and events; it goes only to the manager's log at V(1).
+func TestExecFailureKeepsTheOutputOutOfTheMessage(t *testing.T) {
+	dir := t.TempDir()
+	writeScript(t, filepath.Join(dir, "echo.sh"), `echo "out:$1"; echo "err:$1" >&2; exit 7`, 0o755)
+	settings := ProbeSettings{ExecProbeDir: dir, ExecOutputLimit: 4096}
+	const secret = "tenant-chosen-s3cr3t"
+	var debug, info strings.Builder
+	for _, c := range []struct {
+		verbosity int
+		into      *strings.Builder
+	}{{1, &debug}, {0, &info}} {
+		logger := funcr.New(func(prefix, args string) { c.into.WriteString(args + "\n") }, funcr.Options{Verbosity: c.verbosity})
+		o := newExecProber(settings, []string{"echo.sh", secret}).probe(logr.NewContext(context.Background(), logger))
+		if o.result != fail {
+			t.Fatalf("observation = %+v, want a failure", o)
+		}
+		if o.message != "exec probe failed: exit code 7" {
+			t.Errorf("message = %q, want only the fixed phrase and the exit code", o.message)
+		}
+	}
+	if !strings.Contains(debug.String(), "out:"+secret) || !strings.Contains(debug.String(), "err:"+secret) {
+		t.Errorf("the V(1) log lacks the script's output: %q", debug.String())
+	}
+	if strings.Contains(info.String(), secret) {
+		t.Errorf("the output reached the log below V(1): %q", info.String())
+	}
+}
+
+// TestExecRefusalIsNoFileOracle: a name outside the directory is refused
+// with the same words whether or not it exists on the manager's file
+// system, so a tenant cannot map the manager's files through status.
+func TestExecRefusalIsNoFileOracle(t *testing.T) {
+	dir := t.TempDir()
+	existing := filepath.Join(t.TempDir(), "present.sh")
+	writeScript(t, existing, "exit 0", 0o755)
+	missing := filepath.Join(filepath.Dir(existing), "absent.sh")
+	rel := func(p string) string {
+		r, err := filepath.Rel(dir, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	for _, pair := range [][2]string{{existing, missing}, {rel(existing), rel(missing)}} {
+		_, errPresent := resolveScript(dir, pair[0])
+		_, errAbsent := resolveScript(dir, pair[1])
+		if errPresent == nil || errAbsent == nil {
+			t.Fatalf("accepted a script outside the directory: %v / %v", errPresent, errAbsent)
+		}
+		strip := func(err error, name string) string { return strings.ReplaceAll(err.Error(), name, "NAME") }
+		if a, b := strip(errPresent, pair[0]), strip(errAbsent, pair[1]); a != b {
+			t.Errorf("an existing file and a missing one outside the directory are told apart:\n%s\n%s", a, b)
+		}
 	}
 }

@@ -10,7 +10,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
-	"github.com/runbook-dev/runbook/internal/netpolicy"
+	"github.com/runbook-dev/runbook/internal/egress"
 )
 
 // maxGRPCResponse bounds what a health server may send: a HealthCheckResponse
@@ -26,7 +26,7 @@ type grpcProber struct {
 	service string
 }
 
-func newGRPCProber(network *netpolicy.Policy, namespace string, t autorebootv1alpha1.Trigger) prober {
+func newGRPCProber(network *egress.Policy, namespace string, t autorebootv1alpha1.Trigger) prober {
 	g := t.Probe.GRPC
 	addr, _ := probeAddress(t.ProbeHost, "", int(g.Port))
 	p := &grpcProber{dialer: network.Dialer(namespace, 0), addr: addr}

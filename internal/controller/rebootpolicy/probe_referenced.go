@@ -86,6 +86,9 @@ type referencedProber struct {
 	polled  map[refKey]time.Time
 	// templates caches each target's references by UID and generation.
 	templates map[types.UID]templateRefs
+	// seen is each target's fingerprint as last observed: the base from
+	// which the next observation names what changed.
+	seen map[string]string
 }
 
 type templateRefs struct {
@@ -99,7 +102,7 @@ func newReferencedProber(f *probers, s workerSpec) *referencedProber {
 		settings: f.settings.Referenced.withDefaults(), policy: s.Key.Object, target: s.Target,
 		spec: *s.Trigger.Referenced, period: seconds(s.Trigger.Referenced.PeriodSeconds, 10),
 		wakeC: make(chan struct{}, 1), objects: map[refKey]objectState{}, polled: map[refKey]time.Time{},
-		templates: map[types.UID]templateRefs{},
+		templates: map[types.UID]templateRefs{}, seen: map[string]string{},
 	}
 	p.watcher.register(p)
 	return p
@@ -155,10 +158,11 @@ func (p *referencedProber) observe(ctx context.Context, poll bool) observation {
 		interest[k] = struct{}{}
 	}
 	p.watcher.setInterest(p, interest)
+	before := p.objects
 	if o := p.readObjects(ctx, key, used, poll); o != nil {
 		return *o
 	}
-	return p.result(key, targets)
+	return p.result(key, targets, before)
 }
 
 // resolve lists the targets and their (filtered) references, bounded by
@@ -314,9 +318,9 @@ func hasAll(fps map[string]string, sels []string) bool {
 	return true
 }
 
-// result fingerprints each target over its references and notes what is
-// missing or not usable.
-func (p *referencedProber) result(key *fingerprint.Key, targets []targetRefs) observation {
+// result fingerprints each target over its references, names what changed
+// since before, and notes what is missing or not usable.
+func (p *referencedProber) result(key *fingerprint.Key, targets []targetRefs, before map[refKey]objectState) observation {
 	o := observation{result: autorebootv1alpha1.ResultSuccess, targets: make([]targetObservation, 0, len(targets))}
 	var missing, notUsable []string
 	objects := 0
@@ -334,9 +338,15 @@ func (p *referencedProber) result(key *fingerprint.Key, targets []targetRefs) ob
 			counted = append(counted, r)
 		}
 		objects += len(counted)
-		o.targets = append(o.targets, targetObservation{name: t.name, references: referencesHash(counted),
-			fingerprint: key.Sum(func(h hash.Hash) { p.writeTarget(h, counted) })})
+		fp := key.Sum(func(h hash.Hash) { p.writeTarget(h, counted) })
+		o.targets = append(o.targets, targetObservation{name: t.name, references: referencesHash(counted), fingerprint: fp,
+			change: p.noteChange(t.name, fp, counted, before)})
 	}
+	seen := make(map[string]string, len(o.targets))
+	for _, to := range o.targets {
+		seen[to.name] = to.fingerprint
+	}
+	p.seen = seen
 	o.message = fmt.Sprintf("tracking %d references of %d %s", objects, len(targets), targetNoun(p.target.Kind, len(targets)))
 	switch {
 	case len(notUsable) > 0:
@@ -348,6 +358,63 @@ func (p *referencedProber) result(key *fingerprint.Key, targets []targetRefs) ob
 		o.message += "; not found: " + strings.Join(missing, ", ")
 	}
 	return o
+}
+
+// noteChange names the objects and keys of refs that differ between
+// before and now, relative to the target's fingerprint last seen. An
+// object the prober did not know before leaves the change unnamed.
+func (p *referencedProber) noteChange(target, fp string, refs []reference, before map[refKey]objectState) changeNote {
+	n := changeNote{what: "referenced data"}
+	base, ok := p.seen[target]
+	if !ok || base == fp {
+		return n
+	}
+	var cs []objectChange
+	for _, r := range refs {
+		k := refKey{kind: r.kind, namespace: p.policy.Namespace, name: r.name}
+		prev, known := before[k]
+		if !known || prev.notUsable {
+			return n
+		}
+		c, changed, ok := objectDiff(r, prev, p.objects[k])
+		if !ok {
+			return n
+		}
+		if changed {
+			cs = append(cs, c)
+		}
+	}
+	if len(cs) == 0 {
+		return n
+	}
+	n.base, n.text = base, describeChanges(cs)
+	return n
+}
+
+// objectDiff is what changed in the keys r uses between two states of its
+// object; ok is false when the states cannot tell.
+func objectDiff(r reference, prev, cur objectState) (c objectChange, changed, ok bool) {
+	c = objectChange{kind: r.kind, name: r.name}
+	switch {
+	case prev.missing && cur.missing:
+		return c, false, true
+	case prev.missing:
+		c.created = true
+		return c, true, true
+	case cur.missing:
+		c.deleted = true
+		return c, true, true
+	case prev.rv == cur.rv:
+		return c, false, true
+	case prev.keys == nil || cur.keys == nil:
+		return c, false, false
+	}
+	var sel []string
+	if !r.allKeys {
+		sel = r.keys
+	}
+	c.keys = fingerprint.Diff(prev.keys, cur.keys, sel)
+	return c, !c.keys.Empty(), true
 }
 
 func (p *referencedProber) writeTarget(h hash.Hash, refs []reference) {

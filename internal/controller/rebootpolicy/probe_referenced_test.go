@@ -257,23 +257,23 @@ func TestObserveReferenced(t *testing.T) {
 	obs := func(targets ...targetObservation) observation {
 		return observation{result: ok, targets: targets, message: "m"}
 	}
-	if !st.observe(obs(targetObservation{"a", "r1", fp("01")}, targetObservation{"b", "r1", fp("02")}), now) || st.published.FireSeq != 0 {
+	if !st.observe(obs(targetObservation{name: "a", references: "r1", fingerprint: fp("01")}, targetObservation{name: "b", references: "r1", fingerprint: fp("02")}), now) || st.published.FireSeq != 0 {
 		t.Fatalf("first observation: a baseline, no fire: %+v", st.published)
 	}
-	if st.observe(obs(targetObservation{"a", "r1", fp("01")}, targetObservation{"b", "r1", fp("02")}), now) {
+	if st.observe(obs(targetObservation{name: "a", references: "r1", fingerprint: fp("01")}, targetObservation{name: "b", references: "r1", fingerprint: fp("02")}), now) {
 		t.Fatal("an unchanged observation published something")
 	}
-	if !st.observe(obs(targetObservation{"a", "r1", fp("11")}, targetObservation{"b", "r1", fp("02")}), now) ||
+	if !st.observe(obs(targetObservation{name: "a", references: "r1", fingerprint: fp("11")}, targetObservation{name: "b", references: "r1", fingerprint: fp("02")}), now) ||
 		st.published.FireSeq != 1 || st.published.Targets["a"].FireSeq != 1 || st.published.Targets["b"].FireSeq != 0 {
 		t.Fatalf("a's change fires for a only: %+v", st.published)
 	}
 	// b's template references something else now: a new baseline.
-	if !st.observe(obs(targetObservation{"a", "r1", fp("11")}, targetObservation{"b", "r2", fp("99")}), now) ||
+	if !st.observe(obs(targetObservation{name: "a", references: "r1", fingerprint: fp("11")}, targetObservation{name: "b", references: "r2", fingerprint: fp("99")}), now) ||
 		st.published.FireSeq != 1 {
 		t.Fatalf("a new reference set fired: %+v", st.published)
 	}
 	// b is gone.
-	if !st.observe(obs(targetObservation{"a", "r1", fp("11")}), now) || len(st.published.Targets) != 1 {
+	if !st.observe(obs(targetObservation{name: "a", references: "r1", fingerprint: fp("11")}), now) || len(st.published.Targets) != 1 {
 		t.Fatalf("a removed target stayed: %+v", st.published)
 	}
 	// An error keeps the baselines.

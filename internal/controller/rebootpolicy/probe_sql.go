@@ -1,6 +1,7 @@
 package rebootpolicy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,21 +9,28 @@ import (
 	"time"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
-	"github.com/runbook-dev/runbook/internal/netpolicy"
+	"github.com/runbook-dev/runbook/internal/egress"
 	"github.com/runbook-dev/runbook/internal/sqlguard"
 )
 
-// sqlProber runs the query through sqlguard (read-only, bounded, through
-// the network policy) and fingerprints the result with the manager's key.
-// The DSN is read from an opted-in Secret when a connection is needed and
-// never leaves this struct.
+// sqlProber runs the query through sqlguard (checked, read-only, bounded,
+// through the network policy) and fingerprints the result with the
+// manager's key. The DSN Secret is read before every query: consent (its
+// usable label) is checked at each use, and a Secret that lost it closes
+// the prepared connection. The DSN never leaves this struct.
 type sqlProber struct {
 	f         *probers
 	namespace string
 	spec      autorebootv1alpha1.SQLTrigger
 
-	db *sqlguard.DB
+	db  *sqlguard.DB
+	dsn []byte // what db was opened with
 }
+
+// mysqlFingerprintVersion marks MySQL fingerprints since the statement
+// runs as the parser re-wrote it (its column names may read differently):
+// a baseline of before is recorded anew rather than taken for a change.
+const mysqlFingerprintVersion = "q2"
 
 func newSQLProber(f *probers, namespace string, spec autorebootv1alpha1.SQLTrigger) *sqlProber {
 	return &sqlProber{f: f, namespace: namespace, spec: spec}
@@ -33,7 +41,7 @@ func (p *sqlProber) kind() string { return typeSQL }
 func (p *sqlProber) close() {
 	if p.db != nil {
 		_ = p.db.Close()
-		p.db = nil
+		p.db, p.dsn = nil, nil
 	}
 }
 
@@ -42,54 +50,65 @@ func (p *sqlProber) probe(ctx context.Context) observation {
 	if err != nil {
 		return keyUnavailable()
 	}
-	if p.db == nil {
-		if o := p.open(ctx); o != nil {
-			return *o
-		}
+	if o := p.prepare(ctx); o != nil {
+		return *o
 	}
 	sum, err := p.db.Fingerprint(ctx, p.spec.Query, key.New)
 	if err != nil {
-		// Reconnect (and re-read the Secret) next time: the DSN may have
-		// been rotated.
+		// A driver that failed leaves the DB unusable; the next probe
+		// opens it anew.
 		p.close()
 		reason, msg := sqlguard.Describe(err)
 		return observation{result: autorebootv1alpha1.ResultError, reason: reason, message: msg}
 	}
+	if p.spec.Driver == autorebootv1alpha1.DriverMySQL {
+		return observation{result: autorebootv1alpha1.ResultSuccess, fingerprint: key.FormatHexVersion(mysqlFingerprintVersion, sum)}
+	}
 	return observation{result: autorebootv1alpha1.ResultSuccess, fingerprint: key.FormatHex(sum)}
 }
 
-// open reads the DSN and prepares the connection; a refusal names the
-// Secret and at most a parameter, never a value.
-func (p *sqlProber) open(ctx context.Context) *observation {
+// prepare reads the Secret live and keeps db opened with its current DSN;
+// a Secret that is gone or no longer labelled closes db (the Error it
+// reports leaves the fingerprint baseline as it was, so labelling it
+// again fires nothing by itself). A refusal names the Secret and at most
+// a parameter, never a value.
+func (p *sqlProber) prepare(ctx context.Context) *observation {
 	ref := p.spec.DSNSecretRef
 	secret, o := readUsableSecret(ctx, p.f.reader, p.namespace, ref.Name)
 	if o != nil {
+		p.close()
 		return o
 	}
 	raw := secret.Data[ref.Key]
 	if len(raw) == 0 {
+		p.close()
 		return &observation{result: autorebootv1alpha1.ResultError, reason: autorebootv1alpha1.ReasonSecretNotFound,
 			message: fmt.Sprintf("Secret %s has no key %s", ref.Name, ref.Key)}
 	}
+	if p.db != nil && bytes.Equal(raw, p.dsn) {
+		return nil
+	}
+	p.close()
 	db, err := sqlguard.Open(strings.TrimSpace(string(raw)), sqlguard.Options{
-		Driver:           string(p.spec.Driver),
-		Dial:             p.f.network.Dialer(p.namespace, 0).DialContext,
-		IsDenied:         isDenied,
-		AllowUnixSockets: p.f.settings.SQL.AllowUnixSockets,
-		Limits:           p.f.settings.SQL.Limits,
-		StatementTimeout: seconds(p.spec.TimeoutSeconds, 5),
+		Driver:            string(p.spec.Driver),
+		Dial:              p.f.network.Dialer(p.namespace, 0).DialContext,
+		IsDenied:          isDenied,
+		AllowUnixSockets:  p.f.settings.SQL.AllowUnixSockets,
+		Limits:            p.f.settings.SQL.Limits,
+		StatementTimeout:  seconds(p.spec.TimeoutSeconds, 5),
+		AllowPowerfulUser: p.f.settings.SQL.AllowPowerful,
 	})
 	if err != nil {
 		reason, msg := sqlguard.Describe(err)
 		return &observation{result: autorebootv1alpha1.ResultError, reason: reason,
 			message: fmt.Sprintf("Secret %s key %s: %s", ref.Name, ref.Key, msg)}
 	}
-	p.db = db
+	p.db, p.dsn = db, bytes.Clone(raw)
 	return nil
 }
 
 func isDenied(err error) bool {
-	var d *netpolicy.DeniedError
+	var d *egress.DeniedError
 	return errors.As(err, &d)
 }
 

@@ -104,10 +104,11 @@ func TestSQLTriggerRealDatabases(t *testing.T) {
 			mustExec("CREATE TABLE " + table + " (id INT PRIMARY KEY, name VARCHAR(64))")
 			t.Cleanup(func() { _, _ = db.ExecContext(context.Background(), "DROP TABLE "+table) })
 			mustExec("INSERT INTO " + table + " (id, name) VALUES (1, 'aaa'), (2, 'bbb')")
+			probeDSN := selectOnlyUser(t, be.driver, db, table)
 
-			unlabelled := usableSecret("unlabelled", map[string]string{"dsn": be.dsn})
+			unlabelled := usableSecret("unlabelled", map[string]string{"dsn": probeDSN})
 			unlabelled.Labels = nil
-			reader := fakeReader(usableSecret("db", map[string]string{"dsn": be.dsn, "bad": be.badDSN}), unlabelled,
+			reader := fakeReader(usableSecret("db", map[string]string{"dsn": probeDSN, "bad": be.badDSN}), unlabelled,
 				usableSecret("files", map[string]string{"dsn": filesDSN(be.driver)}))
 			f := testProbers(t, reader, ProbeSettings{}, be.addr)
 			spec := autorebootv1alpha1.SQLTrigger{
@@ -184,6 +185,45 @@ func TestSQLTriggerRealDatabases(t *testing.T) {
 			}
 		})
 	}
+}
+
+// selectOnlyUser creates a database user that may only read table, as a
+// probe's user should be, and returns its DSN; it is dropped after the
+// test.
+func selectOnlyUser(t *testing.T, driver autorebootv1alpha1.SQLDriver, admin *sql.DB, table string) string {
+	t.Helper()
+	name := "rbp_probe_" + randomSuffix(t)
+	var stmts, cleanup []string
+	var dsn string
+	if driver == autorebootv1alpha1.DriverMySQL {
+		pw := randomSuffix(t)
+		stmts = []string{"CREATE USER '" + name + "'@'%' IDENTIFIED BY '" + pw + "'"}
+		on := "test.*"
+		if table != "" {
+			on = "test." + table
+		}
+		stmts = append(stmts, "GRANT SELECT ON "+on+" TO '"+name+"'@'%'")
+		cleanup = []string{"DROP USER IF EXISTS '" + name + "'@'%'"}
+		dsn = name + ":" + pw + "@tcp(127.0.0.1:3306)/test"
+	} else {
+		stmts = []string{"CREATE ROLE " + name + " LOGIN"}
+		if table != "" {
+			stmts = append(stmts, "GRANT SELECT ON "+table+" TO "+name)
+		}
+		cleanup = []string{"DROP OWNED BY " + name, "DROP ROLE IF EXISTS " + name}
+		dsn = "postgres://" + name + "@127.0.0.1:5432/test?sslmode=disable"
+	}
+	t.Cleanup(func() {
+		for _, q := range cleanup {
+			_, _ = admin.ExecContext(context.Background(), q)
+		}
+	})
+	for _, q := range stmts {
+		if _, err := admin.ExecContext(context.Background(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	return dsn
 }
 
 // filesDSN sets a parameter that reads the manager's files.

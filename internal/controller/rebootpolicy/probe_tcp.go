@@ -5,7 +5,7 @@ import (
 	"net"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
-	"github.com/runbook-dev/runbook/internal/netpolicy"
+	"github.com/runbook-dev/runbook/internal/egress"
 )
 
 // tcpProber succeeds when a TCP connection opens.
@@ -14,7 +14,7 @@ type tcpProber struct {
 	addr   string
 }
 
-func newTCPProber(network *netpolicy.Policy, namespace string, t autorebootv1alpha1.Trigger) (prober, error) {
+func newTCPProber(network *egress.Policy, namespace string, t autorebootv1alpha1.Trigger) (prober, error) {
 	s := t.Probe.TCPSocket
 	addr, err := probeAddress(s.Host, t.ProbeHost, s.Port.IntValue())
 	if err != nil {

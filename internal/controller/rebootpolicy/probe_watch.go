@@ -24,6 +24,11 @@ type watchProber struct {
 	keys      *fingerprint.Source
 	namespace string
 	spec      autorebootv1alpha1.WatchTrigger
+
+	// last and lastFP are the per-key digests and the fingerprint of the
+	// data last read, to name the keys of the next change (memory only).
+	last   *fingerprint.KeyDigests
+	lastFP string
 }
 
 func newWatchProber(reader client.Reader, keys *fingerprint.Source, namespace string, spec autorebootv1alpha1.WatchTrigger) *watchProber {
@@ -42,7 +47,25 @@ func (p *watchProber) probe(ctx context.Context) observation {
 	if o != nil {
 		return *o
 	}
-	return observation{result: autorebootv1alpha1.ResultSuccess, fingerprint: key.Sum(func(h hash.Hash) { writeData(h, data, p.spec.Keys) })}
+	fp := key.Sum(func(h hash.Hash) { writeData(h, data, p.spec.Keys) })
+	return observation{result: autorebootv1alpha1.ResultSuccess, fingerprint: fp, change: p.noteChange(key, data, fp)}
+}
+
+// noteChange names the keys that differ from the data last read. Keys are
+// digested only when the fingerprint moved (or on the first read, the base
+// of the next change), not on every period.
+func (p *watchProber) noteChange(key *fingerprint.Key, data map[string][]byte, fp string) changeNote {
+	n := changeNote{what: string(p.spec.Kind) + " " + shownName(p.spec.Name)}
+	if p.last != nil && fp == p.lastFP {
+		return n
+	}
+	cur := key.Digests(data, p.spec.Keys)
+	if p.last != nil && fingerprint.SameKey(p.lastFP, fp) {
+		n.base = p.lastFP
+		n.text = objectChange{kind: p.spec.Kind, name: p.spec.Name, keys: fingerprint.Diff(p.last, cur, nil)}.String()
+	}
+	p.last, p.lastFP = cur, fp
+	return n
 }
 
 func (p *watchProber) read(ctx context.Context) (map[string][]byte, *observation) {

@@ -11,7 +11,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/runbook-dev/runbook/internal/netpolicy"
+	"github.com/runbook-dev/runbook/internal/egress"
 )
 
 // emptyCluster is a cluster with no Services, pods or apiserver addresses:
@@ -20,7 +20,7 @@ type emptyCluster struct{}
 
 func (emptyCluster) ServiceCIDRs(context.Context) ([]netip.Prefix, error)     { return nil, nil }
 func (emptyCluster) ServiceIPs(context.Context, string) ([]netip.Addr, error) { return nil, nil }
-func (emptyCluster) PodsWithIP(context.Context, netip.Addr) ([]netpolicy.PodRef, error) {
+func (emptyCluster) PodsWithIP(context.Context, netip.Addr) ([]egress.PodRef, error) {
 	return nil, nil
 }
 func (emptyCluster) APIServerAddrs(context.Context) ([]netip.Addr, error) { return nil, nil }
@@ -29,11 +29,11 @@ func (emptyCluster) APIServerAddrs(context.Context) ([]netip.Addr, error) { retu
 // --probe-allow (e.g. the test server's exact 127.0.0.1:port).
 func testProbers(t testing.TB, reader client.Reader, settings ProbeSettings, allow ...string) *probers {
 	t.Helper()
-	rules, err := netpolicy.ParseRules(strings.Join(allow, ","))
+	rules, err := egress.ParseRules(strings.Join(allow, ","))
 	if err != nil {
 		t.Fatal(err)
 	}
-	network := netpolicy.New(netpolicy.Settings{Allow: rules}, emptyCluster{})
+	network := egress.New(egress.Settings{Allow: rules}, emptyCluster{})
 	return newProbers(settings, reader, testKeys(t), network, clock.RealClock{})
 }
 

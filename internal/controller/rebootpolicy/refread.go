@@ -28,12 +28,15 @@ type refReader struct {
 	mu      sync.Mutex
 	flights map[string]*flight
 	fps     *boundedCache
+	digests *digestCache
 }
 
 // flight is one GET that concurrent readers wait for.
 type flight struct {
 	done chan struct{}
 	data map[string][]byte
+	// keys are the per-key digests of data, made once for every reader.
+	keys *fingerprint.KeyDigests
 	rv   string
 	err  error
 }
@@ -43,7 +46,8 @@ type flight struct {
 const fingerprintCacheSize = 8192
 
 func newRefReader(live client.Reader) *refReader {
-	return &refReader{live: live, flights: map[string]*flight{}, fps: newBoundedCache(fingerprintCacheSize)}
+	return &refReader{live: live, flights: map[string]*flight{}, fps: newBoundedCache(fingerprintCacheSize),
+		digests: newDigestCache(digestCacheBytes)}
 }
 
 // objectState is what a prober knows of one referenced object.
@@ -53,6 +57,9 @@ type objectState struct {
 	notUsable bool
 	// fps by key selection (reference.id without kind and name).
 	fps map[string]string
+	// keys are the per-key digests of this version (shared, read-only),
+	// to name the keys of the next change.
+	keys *fingerprint.KeyDigests
 }
 
 // readMetadata reads the metadata of an object that is not watched (a GET
@@ -70,7 +77,7 @@ func (r *refReader) readMetadata(ctx context.Context, k refKey) (*metav1.Partial
 // rv, from the cache or one shared GET. The GET may find a newer version:
 // the state then says which.
 func (r *refReader) fingerprints(ctx context.Context, key *fingerprint.Key, k refKey, rv string, sels []string) (objectState, error) {
-	st := objectState{rv: rv, fps: map[string]string{}}
+	st := objectState{rv: rv, fps: map[string]string{}, keys: r.digests.get(fpCacheKey(key, k, rv, ""))}
 	var missing []string
 	for _, sel := range sels {
 		if fp, ok := r.fps.get(fpCacheKey(key, k, rv, sel)); ok {
@@ -79,10 +86,10 @@ func (r *refReader) fingerprints(ctx context.Context, key *fingerprint.Key, k re
 			missing = append(missing, sel)
 		}
 	}
-	if len(missing) == 0 {
+	if len(missing) == 0 && st.keys != nil {
 		return st, nil
 	}
-	f := r.fetch(ctx, k, rv)
+	f := r.fetch(ctx, key, k, rv)
 	if f.err != nil {
 		return st, f.err
 	}
@@ -93,6 +100,7 @@ func (r *refReader) fingerprints(ctx context.Context, key *fingerprint.Key, k re
 		st = objectState{rv: f.rv, fps: map[string]string{}}
 		missing = sels
 	}
+	st.keys = f.keys
 	for _, sel := range missing {
 		fp := key.Sum(func(h hash.Hash) { writeData(h, f.data, selectionKeys(sel)) })
 		st.fps[sel] = fp
@@ -101,10 +109,10 @@ func (r *refReader) fingerprints(ctx context.Context, key *fingerprint.Key, k re
 	return st, nil
 }
 
-// fetch GETs k once for every concurrent reader of version rv. The data
-// lives only as long as the flight.
-func (r *refReader) fetch(ctx context.Context, k refKey, rv string) *flight {
-	id := string(k.kind) + "/" + k.namespace + "/" + k.name + "@" + rv
+// fetch GETs k once for every concurrent reader of version rv, and
+// digests its keys once. The data lives only as long as the flight.
+func (r *refReader) fetch(ctx context.Context, key *fingerprint.Key, k refKey, rv string) *flight {
+	id := key.ID() + "/" + string(k.kind) + "/" + k.namespace + "/" + k.name + "@" + rv
 	r.mu.Lock()
 	if f, ok := r.flights[id]; ok {
 		r.mu.Unlock()
@@ -119,6 +127,10 @@ func (r *refReader) fetch(ctx context.Context, k refKey, rv string) *flight {
 	r.flights[id] = f
 	r.mu.Unlock()
 	f.data, f.rv, f.err = r.get(ctx, k)
+	if f.data != nil {
+		f.keys = key.Digests(f.data, nil)
+		r.digests.put(fpCacheKey(key, k, f.rv, ""), f.keys)
+	}
 	r.mu.Lock()
 	delete(r.flights, id)
 	r.mu.Unlock()
@@ -211,4 +223,47 @@ func (c *boundedCache) put(k, v string) {
 	}
 	c.m[k] = v
 	c.order = append(c.order, k)
+}
+
+// digestCacheBytes bounds the memory of the shared per-key digests (key
+// names and 16 bytes a key): the digests of an object version are kept
+// for the probers that read it later.
+const digestCacheBytes = 32 << 20
+
+// digestCache keeps per-key digests of object versions within a byte
+// budget; the oldest insert goes first.
+type digestCache struct {
+	mu     sync.Mutex
+	budget int
+	used   int
+	m      map[string]*fingerprint.KeyDigests
+	order  []string
+}
+
+func newDigestCache(budget int) *digestCache {
+	return &digestCache{budget: budget, m: map[string]*fingerprint.KeyDigests{}}
+}
+
+func (c *digestCache) get(k string) *fingerprint.KeyDigests {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[k]
+}
+
+func (c *digestCache) put(k string, d *fingerprint.KeyDigests) {
+	size := d.Size() + len(k)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[k]; ok || size > c.budget {
+		return
+	}
+	for c.used+size > c.budget && len(c.order) > 0 {
+		old := c.order[0]
+		c.used -= c.m[old].Size() + len(old)
+		delete(c.m, old)
+		c.order = c.order[1:]
+	}
+	c.m[k] = d
+	c.order = append(c.order, k)
+	c.used += size
 }

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/weekly"
 )
 
 // progressRecheck is how soon a restart blocked by a running rollout is
@@ -44,7 +45,7 @@ type restartDecision struct {
 type restartRules struct {
 	minInterval time.Duration
 	settle      time.Duration
-	windows     []restartWindow
+	windows     *weekly.Schedule // nil: any time
 	// maxConcurrent 0: every target together, once none of them waits
 	// for its cooldown or a rollout (storm control); n: up to n at a time,
 	// each target on its own.
@@ -118,7 +119,7 @@ func (d *restartDecision) waitFor(w time.Duration, reason, cond string, at time.
 
 // applyWindows keeps the restarts for the next window opening when no
 // window is open.
-func (d *restartDecision) applyWindows(ws []restartWindow, now time.Time) {
+func (d *restartDecision) applyWindows(ws *weekly.Schedule, now time.Time) {
 	if len(d.restart) == 0 {
 		return
 	}

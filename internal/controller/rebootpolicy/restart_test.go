@@ -116,7 +116,7 @@ func TestInspectTarget(t *testing.T) {
 		Spec:       appsv1.DeploymentSpec{Replicas: ptr.To[int32](3), Template: tmpl},
 		Status:     appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 3, AvailableReplicas: 3},
 	}
-	if ti := inspectTarget(done, now); ti.progressing || ti.paused || ti.restartedAt.Format(time.RFC3339) != at || ti.stampInFuture {
+	if ti := inspectTarget(done, now, nil); ti.progressing || ti.paused || ti.restartedAt.Format(time.RFC3339) != at || ti.stampInFuture {
 		t.Fatalf("finished deployment: %+v", ti)
 	}
 	dep := func(change func(d *appsv1.Deployment)) *appsv1.Deployment {
@@ -143,28 +143,28 @@ func TestInspectTarget(t *testing.T) {
 		{"daemonset with an unupdated node defers", func() client.Object { d := ds.DeepCopy(); d.Status.UpdatedNumberScheduled = 2; return d }(), true},
 	}
 	for _, tc := range cases {
-		if got := inspectTarget(tc.obj, now).progressing; got != tc.progressing {
+		if got := inspectTarget(tc.obj, now, nil).progressing; got != tc.progressing {
 			t.Errorf("%s: progressing = %v, want %v", tc.name, got, tc.progressing)
 		}
 	}
-	if !inspectTarget(dep(func(d *appsv1.Deployment) { d.Spec.Paused = true }), now).paused {
+	if !inspectTarget(dep(func(d *appsv1.Deployment) { d.Spec.Paused = true }), now, nil).paused {
 		t.Fatal("paused deployment not seen as paused")
 	}
 	onDelete := sts.DeepCopy()
 	onDelete.Spec.UpdateStrategy.Type = appsv1.OnDeleteStatefulSetStrategyType
-	if !inspectTarget(onDelete, now).onDelete {
+	if !inspectTarget(onDelete, now, nil).onDelete {
 		t.Fatal("OnDelete statefulset not seen")
 	}
 	future := dep(func(d *appsv1.Deployment) {
 		d.Spec.Template.Annotations[autorebootv1alpha1.RestartedAtAnnotation] = "2099-01-01T00:00:00Z"
 	})
-	if ti := inspectTarget(future, now); !ti.stampInFuture || !ti.restartedAt.IsZero() {
+	if ti := inspectTarget(future, now, nil); !ti.stampInFuture || !ti.restartedAt.IsZero() {
 		t.Fatalf("a restartedAt in the future is not ignored: %+v", ti)
 	}
 	skewed := dep(func(d *appsv1.Deployment) {
 		d.Spec.Template.Annotations[autorebootv1alpha1.RestartedAtAnnotation] = now.Add(2 * time.Second).Format(time.RFC3339)
 	})
-	if ti := inspectTarget(skewed, now); ti.stampInFuture {
+	if ti := inspectTarget(skewed, now, nil); ti.stampInFuture {
 		t.Fatal("a stamp within the clock skew counts as in the future")
 	}
 }
@@ -177,7 +177,7 @@ func TestFutureRestartStampDoesNotBlockARestart(t *testing.T) {
 			Annotations: map[string]string{autorebootv1alpha1.RestartedAtAnnotation: "2099-01-01T00:00:00Z"}}}},
 		Status: appsv1.DeploymentStatus{UpdatedReplicas: 1},
 	}
-	dec := decideFor([]targetInfo{inspectTarget(d, now)}, "rbp/x", now.Add(-time.Second), now, time.Hour)
+	dec := decideFor([]targetInfo{inspectTarget(d, now, nil)}, "rbp/x", now.Add(-time.Second), now, time.Hour)
 	if len(dec.restart) != 1 || dec.wait != 0 {
 		t.Fatalf("a restartedAt in 2099 held the restart: %+v", dec)
 	}

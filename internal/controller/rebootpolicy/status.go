@@ -83,7 +83,7 @@ func (r *Reconciler) mergeWorkerStates(rbp *autorebootv1alpha1.RebootPolicy, vie
 		}
 		if v.Unacked {
 			if s.Targets == nil {
-				mergeFire(ps, s.FiredAt, settles[ps.Name])
+				mergeFire(ps, s.FiredAt, settles[ps.Name], s.Change)
 			}
 			acks = append(acks, ack{policy: ps.Name, hash: v.Hash, seq: s.FireSeq})
 		}
@@ -94,12 +94,16 @@ func (r *Reconciler) mergeWorkerStates(rbp *autorebootv1alpha1.RebootPolicy, vie
 // mergeFire records a fire of a policy. Fires while a restart is already
 // pending merge into it; the first trigger time stays, so a probe failing
 // on every period during the cooldown writes nothing. A change trigger's
-// fire also moves lastChangeTime, from which the settle delay counts.
-func mergeFire(ps *autorebootv1alpha1.PolicyStatus, at time.Time, settles bool) {
+// fire also moves lastChangeTime, from which the settle delay counts;
+// what it changed is added to lastChange (which it replaces when no
+// restart was pending).
+func mergeFire(ps *autorebootv1alpha1.PolicyStatus, at time.Time, settles bool, change string) {
 	if !ps.PendingTrigger {
 		ps.PendingTrigger = true
 		ps.LastTriggerTime = &metav1.Time{Time: at}
+		ps.LastChange = ""
 	}
+	ps.LastChange = mergeChange(ps.LastChange, change)
 	if settles {
 		ps.LastChangeTime = &metav1.Time{Time: at}
 	}
@@ -121,8 +125,10 @@ func mergeTargets(old []autorebootv1alpha1.ReferencedTargetStatus, pub map[strin
 			if !n.PendingTrigger {
 				n.PendingTrigger = true
 				n.LastTriggerTime = &metav1.Time{Time: ts.FiredAt}
+				n.LastChange = ""
 			}
 			n.LastChangeTime = &metav1.Time{Time: ts.FiredAt}
+			n.LastChange = mergeChange(n.LastChange, ts.Change)
 		}
 		out = append(out, n)
 	}
@@ -158,13 +164,15 @@ func policyNotes(old, cur *autorebootv1alpha1.RebootPolicy) []policyNote {
 		case fired && failed:
 			out = append(out, policyNote{true, autorebootv1alpha1.EventTriggered, "Trigger", fmt.Sprintf("policy %s fired on a failed probe: %s", ps.Name, ps.Message)})
 		case fired:
-			out = append(out, policyNote{false, autorebootv1alpha1.EventTriggered, "Trigger", fmt.Sprintf("policy %s fired: %s", ps.Name, ps.Message)})
+			// lastChange still names the change when the message has moved
+			// on (the next observation, before this reconcile, saw none).
+			out = append(out, policyNote{false, autorebootv1alpha1.EventTriggered, "Trigger", fmt.Sprintf("policy %s fired: %s", ps.Name, cmp.Or(ps.LastChange, ps.Message))})
 		case failed:
 			out = append(out, policyNote{true, autorebootv1alpha1.EventProbeFailed, "Probe", fmt.Sprintf("policy %s: %s", ps.Name, ps.Message)})
 		}
 		if fired := newlyPendingTargets(was.Targets, ps.Targets); len(fired) > 0 {
-			out = append(out, policyNote{false, autorebootv1alpha1.EventTriggered, "Trigger", fmt.Sprintf("policy %s fired: referenced data of %s %s changed",
-				ps.Name, cur.Spec.Target.Kind, strings.Join(fired, ", "))})
+			out = append(out, policyNote{false, autorebootv1alpha1.EventTriggered, "Trigger", fmt.Sprintf("policy %s fired: %s",
+				ps.Name, describeFiredTargets(cur.Spec.Target.Kind, fired))})
 		}
 		if ps.Reason != was.Reason && (ps.Reason == autorebootv1alpha1.ReasonReferenceNotFound ||
 			(ps.Reason == autorebootv1alpha1.ReasonSecretNotUsable && ps.LastResult != autorebootv1alpha1.ResultError)) {
@@ -231,18 +239,48 @@ func foldRestarts(notes []policyNote, restarts []string) []policyNote {
 	return append(out, policyNote{warning, autorebootv1alpha1.EventRestarted, "Restart", note})
 }
 
-func newlyPendingTargets(was, cur []autorebootv1alpha1.ReferencedTargetStatus) []string {
+func newlyPendingTargets(was, cur []autorebootv1alpha1.ReferencedTargetStatus) []autorebootv1alpha1.ReferencedTargetStatus {
 	pending := map[string]bool{}
 	for _, t := range was {
 		pending[t.Name] = t.PendingTrigger
 	}
-	var out []string
+	var out []autorebootv1alpha1.ReferencedTargetStatus
 	for _, t := range cur {
 		if t.PendingTrigger && !pending[t.Name] {
-			out = append(out, t.Name)
+			out = append(out, t)
 		}
 	}
 	return out
+}
+
+// describeFiredTargets names the targets that fired with what changed for
+// them; targets with the same change (a ConfigMap they all use) are named
+// together, the first few groups only.
+func describeFiredTargets(kind autorebootv1alpha1.TargetKind, fired []autorebootv1alpha1.ReferencedTargetStatus) string {
+	var changes []string
+	byChange := map[string][]string{}
+	for _, t := range fired {
+		c := cmp.Or(t.LastChange, "referenced data changed")
+		if _, ok := byChange[c]; !ok {
+			changes = append(changes, c)
+		}
+		byChange[c] = append(byChange[c], t.Name)
+	}
+	n := min(len(changes), maxListedObjects)
+	parts := make([]string, 0, n+1)
+	for _, c := range changes[:n] {
+		names := byChange[c]
+		listed := names[:min(len(names), maxListedRestarts)]
+		who := string(kind) + " " + strings.Join(listed, ", ")
+		if more := len(names) - len(listed); more > 0 {
+			who += fmt.Sprintf(" and %d more", more)
+		}
+		parts = append(parts, who+": "+c)
+	}
+	if more := len(changes) - n; more > 0 {
+		parts = append(parts, fmt.Sprintf("and %d more changes", more))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // pendingSince reports whether a trigger is pending and since when.
@@ -267,19 +305,29 @@ func pendingSince(ps []autorebootv1alpha1.PolicyStatus) (since metav1.Time, pend
 // policies (those of referenced triggers with a pending change of this
 // target) and a restart request.
 func pendingSources(st *autorebootv1alpha1.RebootPolicyStatus, target string) string {
-	var names []string
+	type source struct{ name, change string }
+	var srcs []source
 	for _, p := range st.Policies {
 		if p.PendingTrigger {
-			names = append(names, p.Name)
+			srcs = append(srcs, source{p.Name, p.LastChange})
 			continue
 		}
 		for _, t := range p.Targets {
 			if t.Name == target && t.PendingTrigger {
-				names = append(names, p.Name)
+				srcs = append(srcs, source{p.Name, t.LastChange})
 			}
 		}
 	}
-	sort.Strings(names)
+	sort.Slice(srcs, func(i, j int) bool { return srcs[i].name < srcs[j].name })
+	names := make([]string, 0, len(srcs))
+	for _, s := range srcs {
+		if s.change != "" {
+			// What changed, so that the restart says why.
+			names = append(names, s.name+" ("+s.change+")")
+		} else {
+			names = append(names, s.name)
+		}
+	}
 	out := "policies: " + strings.Join(names, ",")
 	if st.RestartRequestPending {
 		if len(names) == 0 {
@@ -303,6 +351,9 @@ type conditionInput struct {
 	restartFailed string
 	// invalidSpec: the spec cannot be used (e.g. the target selector).
 	invalidSpec string
+	// invalidSchedule: spec.restartSchedule cannot be evaluated (a time
+	// zone the manager does not know).
+	invalidSchedule string
 	// futureStamps: targets whose restartedAt lies in the future (ignored).
 	futureStamps []string
 }
@@ -344,6 +395,8 @@ func degradedReason(st *autorebootv1alpha1.RebootPolicyStatus, in conditionInput
 	switch {
 	case in.invalidSpec != "":
 		return autorebootv1alpha1.ReasonInvalidSpec, in.invalidSpec
+	case in.invalidSchedule != "":
+		return autorebootv1alpha1.ReasonInvalidSchedule, in.invalidSchedule
 	case in.restartFailed != "":
 		return autorebootv1alpha1.ReasonRestartFailed, in.restartFailed
 	case !in.targetsFound:

@@ -29,7 +29,8 @@ type targetInfo struct {
 	// DaemonSet. Neither can be restarted by a template change.
 	paused   bool
 	onDelete bool
-	// progressing: the previous rollout has not finished.
+	// progressing: the previous rollout is still in progress (see
+	// rolloutPhase.inProgress).
 	progressing bool
 	// stampInFuture: the restartedAt annotation names a time after now (set
 	// by hand); it is ignored for the cooldown and reported.
@@ -59,7 +60,7 @@ func (r *Reconciler) resolveTargets(ctx context.Context, rbp *autorebootv1alpha1
 	}
 	var out []targetInfo
 	err = meta.EachListItem(list, func(o runtime.Object) error {
-		out = append(out, inspectTarget(o.(client.Object), now))
+		out = append(out, inspectTarget(o.(client.Object), now, r.Throttle.rolloutStalls()))
 		return nil
 	})
 	return out, err
@@ -76,7 +77,7 @@ func (r *Reconciler) namedTarget(ctx context.Context, ns string, t autorebootv1a
 		}
 		return nil, fmt.Errorf("get %s %s/%s: %w", t.Kind, ns, t.Name, err)
 	}
-	return []targetInfo{inspectTarget(obj, now)}, nil
+	return []targetInfo{inspectTarget(obj, now, r.Throttle.rolloutStalls())}, nil
 }
 
 func newTargetList(kind autorebootv1alpha1.TargetKind) client.ObjectList {
@@ -103,15 +104,17 @@ func newTargetObject(kind autorebootv1alpha1.TargetKind) client.Object {
 	return nil
 }
 
-// inspectTarget reads the restart-relevant facts of a workload. Only an
-// unfinished rollout (the controller has not seen the latest spec, or not
-// every replica runs the latest template yet) defers a restart: a target
-// whose pods are unavailable or crash-looping is exactly what a probe
-// trigger is for, so unavailability alone never blocks it.
-func inspectTarget(obj client.Object, now time.Time) targetInfo {
-	v, _ := viewOf(obj)
+// inspectTarget reads the restart-relevant facts of a workload. Only a
+// rollout in progress (the controller has not seen the latest spec, or not
+// every replica runs the latest template yet, and it has not got stuck)
+// defers a restart: a target whose pods are unavailable or crash-looping,
+// or whose rollout is stuck, is exactly what a probe trigger is for.
+// stalls is the throttle's stall tracker (nil: no StatefulSet or
+// DaemonSet counts as stuck).
+func inspectTarget(obj client.Object, now time.Time, stalls *stallTracker) targetInfo {
+	v, ok := viewOf(obj)
 	ti := targetInfo{obj: obj, kind: v.kind, paused: v.paused, onDelete: v.onDelete}
-	ti.progressing = v.progressing(obj.GetGeneration())
+	ti.progressing = v.phase(ok, obj.GetGeneration(), stalls.stalled(obj, v, now)).inProgress()
 	ti.restartID = obj.GetAnnotations()[autorebootv1alpha1.RestartIDAnnotation]
 	if stamp, ok := v.template.Annotations[autorebootv1alpha1.RestartedAtAnnotation]; ok {
 		if t, err := time.Parse(time.RFC3339, stamp); err == nil {
@@ -134,18 +137,6 @@ func (v workloadView) restartStamp() time.Time {
 		return time.Time{}
 	}
 	return t
-}
-
-// rolloutDone: the restart of obj has ended for the throttle (see
-// workloadView.done); anything not a target kind has nothing to wait for.
-func rolloutDone(obj client.Object) bool {
-	v, ok := viewOf(obj)
-	return v.rolloutDone(ok, obj.GetGeneration())
-}
-
-// rolloutDone is rolloutDone of the object v views (isTarget: viewOf's ok).
-func (v workloadView) rolloutDone(isTarget bool, generation int64) bool {
-	return !isTarget || v.done(generation)
 }
 
 // clockSkew is how far a restartedAt stamp may lie ahead of this manager's
@@ -190,14 +181,8 @@ func targetDecisionChanged() predicate.Predicate {
 			!maps.Equal(o.GetLabels(), n.GetLabels()) || !maps.Equal(o.GetAnnotations(), n.GetAnnotations()) {
 			return true
 		}
-		return rolloutProgressing(o) != rolloutProgressing(n)
+		return rolloutPhaseOf(o).inProgress() != rolloutPhaseOf(n).inProgress()
 	}}
-}
-
-// rolloutProgressing is inspectTarget's progressing, without the rest.
-func rolloutProgressing(obj client.Object) bool {
-	v, ok := viewOf(obj)
-	return ok && v.progressing(obj.GetGeneration())
 }
 
 // policiesForTarget maps a workload event to the RebootPolicies in its

@@ -21,8 +21,8 @@ import (
 // Throttle bounds the restarts in progress: manager-wide
 // (--max-concurrent-restarts, shared by every RebootPolicy) and per
 // RebootPolicy (spec.rollout.maxConcurrent). A restart is in progress from
-// its patch until the target has rolled out and is available again (or its
-// Deployment gave up: ProgressDeadlineExceeded), at most rolloutTimeout.
+// its patch until the target's rollout is over (see rolloutPhase.over:
+// rolled out and available again, or stuck), at most rolloutTimeout.
 //
 // What is in progress is read from the workloads themselves — the
 // manager's informers show each target's restartedAt stamp, restart id and
@@ -37,6 +37,9 @@ type Throttle struct {
 	limit          int
 	clock          clock.Clock
 	rolloutTimeout time.Duration
+	// stalls is fed by the same informer events and shared with the
+	// restart decision (rolloutStalls), so both see a stall alike.
+	stalls *stallTracker
 
 	mu       sync.Mutex
 	inflight map[throttleKey]inflightRestart
@@ -69,8 +72,12 @@ type waiter struct {
 }
 
 // defaultRolloutTimeout bounds how long one restart holds a slot when its
-// rollout never finishes (a crash-looping StatefulSet, say).
-const defaultRolloutTimeout = 10 * time.Minute
+// rollout neither ends nor is recognised as stuck (a workload controller
+// that never observes the restart, a Deployment with a huge
+// progressDeadlineSeconds). It is a safety net well beyond the deadlines
+// that normally end a stuck restart (see rolloutStuck), so that the
+// throttle and the restart decision agree on a stuck target.
+const defaultRolloutTimeout = time.Hour
 
 // waiterTTL: a waiting RebootPolicy that has not asked again for this long
 // (deleted, or its work done another way) loses its place.
@@ -84,12 +91,21 @@ func NewThrottle(limit int, clk clock.Clock) *Throttle {
 		clk = clock.RealClock{}
 	}
 	return &Throttle{
-		limit: limit, clock: clk, rolloutTimeout: defaultRolloutTimeout,
+		limit: limit, clock: clk, rolloutTimeout: defaultRolloutTimeout, stalls: newStallTracker(),
 		inflight: map[throttleKey]inflightRestart{}, reserved: map[types.NamespacedName]int{},
 		wants: map[types.NamespacedName]waiter{}, synced: func() bool { return true },
 		wake: map[types.NamespacedName]struct{}{}, signal: make(chan struct{}, 1),
 		events: make(chan event.TypedGenericEvent[types.NamespacedName], 256),
 	}
+}
+
+// rolloutStalls is the stall tracker the restart decision reads (nil
+// without a throttle).
+func (t *Throttle) rolloutStalls() *stallTracker {
+	if t == nil {
+		return nil
+	}
+	return t.stalls
 }
 
 // Events delivers the RebootPolicies to reconcile because a slot freed up.
@@ -279,7 +295,7 @@ func (t *Throttle) dequeueLocked(owner types.NamespacedName) {
 func (t *Throttle) pruneLocked(now time.Time) {
 	freed := false
 	for k, r := range t.inflight {
-		if now.Sub(r.stamp) >= t.rolloutTimeout {
+		if now.Sub(r.stamp) >= t.rolloutTimeout || t.stalls.stalledSince(k, r.stamp, now) {
 			delete(t.inflight, k)
 			t.wakeLocked(r.owner)
 			freed = true
@@ -333,7 +349,9 @@ func (t *Throttle) observe(obj client.Object) {
 	v, isTarget := viewOf(obj)
 	k := v.key(obj)
 	stamp, id := v.restartStamp(), obj.GetAnnotations()[autorebootv1alpha1.RestartIDAnnotation]
-	done := v.rolloutDone(isTarget, obj.GetGeneration())
+	now := t.clock.Now()
+	t.stalls.observe(obj, v, now)
+	done := v.phase(isTarget, obj.GetGeneration(), t.stalls.stalled(obj, v, now)).over()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r, ok := t.inflight[k]
@@ -355,6 +373,7 @@ func (t *Throttle) forget(obj client.Object) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	k := keyOf(obj)
+	t.stalls.forget(k)
 	if r, ok := t.inflight[k]; ok {
 		delete(t.inflight, k)
 		t.wakeLocked(r.owner)

@@ -209,7 +209,7 @@ func TestRolloutDone(t *testing.T) {
 		t.Fatal("the controller has not seen the template yet: not done")
 	}
 	gaveUp := d.DeepCopy()
-	gaveUp.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Reason: "ProgressDeadlineExceeded"}}
+	gaveUp.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}}
 	if !rolloutDone(gaveUp) {
 		t.Fatal("a Deployment past its progress deadline holds its slot")
 	}

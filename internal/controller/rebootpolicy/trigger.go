@@ -1,6 +1,8 @@
 package rebootpolicy
 
 import (
+	"cmp"
+	"strings"
 	"time"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
@@ -19,12 +21,15 @@ type observation struct {
 	message string
 	// targets is a referenced trigger's per-target outcome.
 	targets []targetObservation
+	// change names what changed (watch triggers).
+	change changeNote
 }
 
 // targetObservation is one target of a referenced trigger: which
-// references its fingerprint covers, and the fingerprint.
+// references its fingerprint covers, the fingerprint, and what changed.
 type targetObservation struct {
 	name, references, fingerprint string
+	change                        changeNote
 }
 
 // policyState is what a worker publishes about its policy. It only changes
@@ -41,6 +46,9 @@ type policyState struct {
 	// FiredAt is the time of the last one.
 	FireSeq uint64
 	FiredAt time.Time
+	// Change names the ConfigMaps, Secrets and keys the last fire (and
+	// those merged into it) was about; empty when unknown (probes, sql).
+	Change string
 	// Targets are a referenced trigger's per-target baselines. The map is
 	// replaced, never modified, so published copies can share it.
 	Targets map[string]targetState
@@ -53,6 +61,8 @@ type targetState struct {
 	Fingerprint string
 	FireSeq     uint64
 	FiredAt     time.Time
+	// Change names what the target's last fire was about.
+	Change string
 }
 
 // triggerKind tells how observations turn into decisions.
@@ -194,12 +204,17 @@ func (t *triggerState) observeChange(o observation, now time.Time) bool {
 		p.Message = "baseline recorded"
 		return true
 	case o.fingerprint != p.Fingerprint:
+		change := o.change.since(p.Fingerprint)
 		p.Fingerprint = o.fingerprint
 		p.FireSeq++
 		p.FiredAt = now
 		p.LastResult = autorebootv1alpha1.ResultChanged
 		p.Reason = ""
 		p.Message = "changed since the last observation"
+		if change != "" {
+			p.Message = truncate(change, 256)
+		}
+		p.Change = t.addChange(p.Change, change)
 		return true
 	case p.LastResult != autorebootv1alpha1.ResultSuccess:
 		p.LastResult = autorebootv1alpha1.ResultSuccess
@@ -208,6 +223,15 @@ func (t *triggerState) observeChange(o observation, now time.Time) bool {
 		return true
 	}
 	return false
+}
+
+// addChange is the change description of a fire: while an earlier fire
+// still waits to be recorded or carried out (merging), both are named.
+func (t *triggerState) addChange(prev, cur string) string {
+	if t.merging {
+		return mergeChange(prev, cur)
+	}
+	return truncate(cur, maxChangeText)
 }
 
 func truncate(s string, n int) string {
@@ -225,6 +249,7 @@ func (t *triggerState) observeReferenced(o observation, now time.Time) bool {
 	p := &t.published
 	next := make(map[string]targetState, len(o.targets))
 	changed, fired := len(p.Targets) != len(o.targets), false
+	var changes []string
 	for _, to := range o.targets {
 		prev, ok := p.Targets[to.name]
 		ts := targetState{References: to.references, Fingerprint: to.fingerprint}
@@ -234,9 +259,14 @@ func (t *triggerState) observeReferenced(o observation, now time.Time) bool {
 		case prev.Fingerprint != to.fingerprint:
 			p.FireSeq++
 			ts.FireSeq, ts.FiredAt = p.FireSeq, now
+			// Merged with an earlier pending fire of the target in status
+			// (mergeTargets): merging here could revive the change of a
+			// fire whose restart is done.
+			ts.Change = truncate(cmp.Or(to.change.since(prev.Fingerprint), "referenced data changed"), maxChangeText)
+			changes = appendOnce(changes, ts.Change)
 			changed, fired = true, true
 		default:
-			ts.FireSeq, ts.FiredAt = prev.FireSeq, prev.FiredAt
+			ts.FireSeq, ts.FiredAt, ts.Change = prev.FireSeq, prev.FiredAt, prev.Change
 		}
 		next[to.name] = ts
 	}
@@ -244,11 +274,12 @@ func (t *triggerState) observeReferenced(o observation, now time.Time) bool {
 		p.Targets = next
 	}
 	result := autorebootv1alpha1.ResultSuccess
+	msg := truncate(o.message, 256)
 	if fired {
 		result = autorebootv1alpha1.ResultChanged
 		p.FiredAt = now
+		msg = truncate(strings.Join(changes, "; ")+"; "+o.message, 256)
 	}
-	msg := truncate(o.message, 256)
 	if p.LastResult != result || p.Reason != o.reason || p.Message != msg {
 		p.LastResult, p.Reason, p.Message = result, o.reason, msg
 		changed = true

@@ -70,6 +70,8 @@ type Workers struct {
 	wg      sync.WaitGroup
 	workers map[workerKey]*worker
 	byObj   map[types.NamespacedName]map[string]*worker
+	// byNS indexes the objects that have workers by namespace.
+	byNS map[string]map[types.NamespacedName]struct{}
 	// phases counts the workers started per period, for their start
 	// offsets (see phaseOffset).
 	phases map[time.Duration]uint64
@@ -87,6 +89,7 @@ func NewWorkers(clk clock.Clock, probers proberFactory, metrics *Metrics, log lo
 		events:  make(chan event.TypedGenericEvent[types.NamespacedName], 1024),
 		workers: map[workerKey]*worker{},
 		byObj:   map[types.NamespacedName]map[string]*worker{},
+		byNS:    map[string]map[types.NamespacedName]struct{}{},
 		phases:  map[time.Duration]uint64{},
 	}
 }
@@ -125,6 +128,10 @@ func (w *Workers) Start(ctx context.Context) error {
 func (w *Workers) Ensure(obj types.NamespacedName, specs []workerSpec) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.ensureLocked(obj, specs)
+}
+
+func (w *Workers) ensureLocked(obj types.NamespacedName, specs []workerSpec) {
 	current := w.byObj[obj]
 	keep := make(map[string]bool, len(specs))
 	for _, s := range specs {
@@ -151,6 +158,61 @@ func (w *Workers) Remove(obj types.NamespacedName) {
 	for _, wk := range w.byObj[obj] {
 		w.stopLocked(wk)
 	}
+}
+
+// Admit stops the workers of obj's namespace for which keep is false,
+// then makes obj's workers exactly specs (as Ensure), in one step: a
+// worker that gives its slot to another is never seen running beside it.
+// It returns the objects that lost a worker to keep.
+func (w *Workers) Admit(obj types.NamespacedName, keep func(obj types.NamespacedName, policy string) bool, specs []workerSpec) []types.NamespacedName {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	displaced := w.retainLocked(obj.Namespace, keep)
+	w.ensureLocked(obj, specs)
+	return displaced
+}
+
+func (w *Workers) retainLocked(namespace string, keep func(obj types.NamespacedName, policy string) bool) []types.NamespacedName {
+	var out []types.NamespacedName
+	for obj := range w.byNS[namespace] {
+		lost := false
+		for name, wk := range w.byObj[obj] {
+			if !keep(obj, name) {
+				w.stopLocked(wk)
+				lost = true
+			}
+		}
+		if lost {
+			out = append(out, obj)
+		}
+	}
+	return out
+}
+
+// Requeue has the controller reconcile objs, without blocking the caller.
+func (w *Workers) Requeue(objs []types.NamespacedName) {
+	w.mu.Lock()
+	ctx := w.ctx
+	w.mu.Unlock()
+	if ctx == nil || len(objs) == 0 {
+		return
+	}
+	go func() {
+		for _, o := range objs {
+			w.notify(ctx, o)
+		}
+	}()
+}
+
+// CountIn is the number of workers of namespace.
+func (w *Workers) CountIn(namespace string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for obj := range w.byNS[namespace] {
+		n += len(w.byObj[obj])
+	}
+	return n
 }
 
 // Snapshot returns the published state of obj's workers by policy name.
@@ -230,6 +292,11 @@ func (w *Workers) startLocked(s workerSpec) {
 	w.workers[s.Key] = wk
 	if w.byObj[s.Key.Object] == nil {
 		w.byObj[s.Key.Object] = map[string]*worker{}
+		ns := s.Key.Object.Namespace
+		if w.byNS[ns] == nil {
+			w.byNS[ns] = map[types.NamespacedName]struct{}{}
+		}
+		w.byNS[ns][s.Key.Object] = struct{}{}
 	}
 	w.byObj[s.Key.Object][s.Key.Policy] = wk
 	if w.ctx != nil {
@@ -246,6 +313,11 @@ func (w *Workers) stopLocked(wk *worker) {
 		delete(m, wk.spec.Key.Policy)
 		if len(m) == 0 {
 			delete(w.byObj, wk.spec.Key.Object)
+			ns := wk.spec.Key.Object.Namespace
+			delete(w.byNS[ns], wk.spec.Key.Object)
+			if len(w.byNS[ns]) == 0 {
+				delete(w.byNS, ns)
+			}
 		}
 	}
 }
@@ -364,7 +436,6 @@ func (wk *worker) run(ctx context.Context, w *Workers) {
 	probe := timed(p.probe)
 	if dp, ok := p.(deadlineProber); ok {
 		probe = dp.probeWithin
-		defer context.AfterFunc(ctx, dp.interrupt)()
 	}
 	period, timeout, initialDelay := wk.schedule()
 	wp, wakeable := p.(wakeableProber)

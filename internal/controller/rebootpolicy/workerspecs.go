@@ -1,7 +1,6 @@
 package rebootpolicy
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -12,18 +11,15 @@ import (
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 )
 
-// workerSpecs computes the desired workers. Policies that may not run
-// (invalid, below the minimum period, beyond the namespace's share, an exec
-// script that is not allowed) are returned in refused and get no worker.
-func (r *Reconciler) workerSpecs(ctx context.Context, rbp *autorebootv1alpha1.RebootPolicy) ([]workerSpec, map[string]refusal, error) {
+// workerSpecs computes the desired workers of rbp from the policies
+// admitted to its namespace's share. Policies that may not run (invalid,
+// below the minimum period, beyond the namespace's share, an exec script
+// that is not allowed) are returned in refused and get no worker.
+func (r *Reconciler) workerSpecs(rbp *autorebootv1alpha1.RebootPolicy, admitted map[string]bool) ([]workerSpec, map[string]refusal) {
 	nn := client.ObjectKeyFromObject(rbp)
 	byName := map[string]autorebootv1alpha1.PolicyStatus{}
 	for _, ps := range rbp.Status.Policies {
 		byName[ps.Name] = ps
-	}
-	admitted, err := r.admitted(ctx, rbp)
-	if err != nil {
-		return nil, nil, err
 	}
 	refused := map[string]refusal{}
 	specs := make([]workerSpec, 0, len(rbp.Spec.Policies))
@@ -50,7 +46,7 @@ func (r *Reconciler) workerSpecs(ctx context.Context, rbp *autorebootv1alpha1.Re
 		}
 		specs = append(specs, spec)
 	}
-	return specs, refused, nil
+	return specs, refused
 }
 
 // refusal says why policy p may not run, or nil.

@@ -19,16 +19,22 @@ type workloadView struct {
 	// (a template change rolls nothing).
 	paused, onDelete bool
 	// The rollout: the generation the workload controller has observed,
-	// the replicas it wants, those on the latest template and those
-	// available.
-	observed                 int64
-	want, updated, available int32
+	// the replicas it wants, those that exist, those on the latest
+	// template, ready and available.
+	observed                                  int64
+	want, replicas, updated, ready, available int32
+	// partition: a StatefulSet's RollingUpdate partition (the replicas
+	// below it stay on the old template by design).
+	partition int32
+	// minReady: spec.minReadySeconds, added to the stall deadline.
+	minReady int32
 	// settled: no replica of an older template is left (Deployment: no
 	// surplus pod; StatefulSet: the current revision is the update
-	// revision; a DaemonSet replaces in place).
+	// revision, or the partition is reached; a DaemonSet replaces in place).
 	settled bool
-	// gaveUp: a Deployment past its progress deadline.
-	gaveUp bool
+	// deadlineExceeded: a Deployment's Progressing condition says
+	// ProgressDeadlineExceeded (about the generation it observed).
+	deadlineExceeded bool
 }
 
 // viewOf reads obj; ok is false for any other type (then nothing is a
@@ -38,40 +44,40 @@ func viewOf(obj client.Object) (v workloadView, ok bool) {
 	case *appsv1.Deployment:
 		want := ptr.Deref(o.Spec.Replicas, 1)
 		return workloadView{kind: autorebootv1alpha1.KindDeployment, template: &o.Spec.Template, paused: o.Spec.Paused,
-			observed: o.Status.ObservedGeneration, want: want, updated: o.Status.UpdatedReplicas,
-			available: o.Status.AvailableReplicas, settled: o.Status.Replicas == want, gaveUp: deadlineExceeded(o)}, true
+			observed: o.Status.ObservedGeneration, want: want, replicas: o.Status.Replicas, updated: o.Status.UpdatedReplicas,
+			ready: o.Status.ReadyReplicas, available: o.Status.AvailableReplicas, minReady: o.Spec.MinReadySeconds,
+			settled: o.Status.Replicas == want, deadlineExceeded: deadlineExceeded(o)}, true
 	case *appsv1.StatefulSet:
+		want := ptr.Deref(o.Spec.Replicas, 1)
+		var partition int32
+		if ru := o.Spec.UpdateStrategy.RollingUpdate; ru != nil {
+			partition = min(max(ptr.Deref(ru.Partition, 0), 0), want)
+		}
 		return workloadView{kind: autorebootv1alpha1.KindStatefulSet, template: &o.Spec.Template,
 			onDelete: o.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType,
-			observed: o.Status.ObservedGeneration, want: ptr.Deref(o.Spec.Replicas, 1), updated: o.Status.UpdatedReplicas,
-			available: o.Status.AvailableReplicas, settled: o.Status.CurrentRevision == o.Status.UpdateRevision}, true
+			observed: o.Status.ObservedGeneration, want: want, replicas: o.Status.Replicas, updated: o.Status.UpdatedReplicas,
+			ready: o.Status.ReadyReplicas, available: o.Status.AvailableReplicas, partition: partition, minReady: o.Spec.MinReadySeconds,
+			settled: o.Status.CurrentRevision == o.Status.UpdateRevision || (partition > 0 && o.Status.UpdatedReplicas >= want-partition)}, true
 	case *appsv1.DaemonSet:
 		return workloadView{kind: autorebootv1alpha1.KindDaemonSet, template: &o.Spec.Template,
 			onDelete: o.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType,
-			observed: o.Status.ObservedGeneration, want: o.Status.DesiredNumberScheduled, updated: o.Status.UpdatedNumberScheduled,
-			available: o.Status.NumberAvailable, settled: true}, true
+			observed: o.Status.ObservedGeneration, want: o.Status.DesiredNumberScheduled, replicas: o.Status.CurrentNumberScheduled,
+			updated: o.Status.UpdatedNumberScheduled, ready: o.Status.NumberReady, available: o.Status.NumberAvailable,
+			minReady: o.Spec.MinReadySeconds, settled: true}, true
 	}
 	return workloadView{template: &corev1.PodTemplateSpec{}}, false
 }
 
 func deadlineExceeded(d *appsv1.Deployment) bool {
 	for _, c := range d.Status.Conditions {
-		if c.Type == appsv1.DeploymentProgressing && c.Reason == "ProgressDeadlineExceeded" {
+		if c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse && c.Reason == "ProgressDeadlineExceeded" {
 			return true
 		}
 	}
 	return false
 }
 
-// progressing: the workload controller has not observed the latest
-// generation, or fewer replicas than it wants run the latest template.
-func (v workloadView) progressing(generation int64) bool {
-	return v.observed < generation || v.updated < v.want
-}
-
-// done: the latest template is observed, every replica runs it and all of
-// them are available again with no older one left — or a Deployment gave
-// up. Until then a restart of it counts as in progress for the throttle.
-func (v workloadView) done(generation int64) bool {
-	return v.gaveUp || (v.observed >= generation && v.updated == v.want && v.available >= v.want && v.settled)
-}
+// wantUpdated is how many replicas the rollout puts on the latest
+// template: all of them, but a StatefulSet's partition keeps the ones
+// below it on the old one.
+func (v workloadView) wantUpdated() int32 { return v.want - v.partition }

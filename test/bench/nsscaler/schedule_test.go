@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
+	weeklyv1alpha1 "github.com/runbook-dev/runbook/api/weekly/v1alpha1"
 	"github.com/runbook-dev/runbook/test/bench/internal/benchkit"
 )
 
@@ -48,10 +49,9 @@ func newWindow(rawPark, idle time.Duration) window {
 // spec is the NSScaler: every bench-* namespace, asleep during the window.
 func (w window) spec() scalingv1alpha1.NSScalerSpec {
 	return scalingv1alpha1.NSScalerSpec{NamespacePrefix: "bench-", Schedule: &scalingv1alpha1.Schedule{
-		TimeZone: "UTC",
-		Sleep: []scalingv1alpha1.SleepWindow{{
+		Schedule: weeklyv1alpha1.Schedule{TimeZone: "UTC", Windows: []weeklyv1alpha1.Window{{
 			Days: w.opens.UTC().Format("Mon"), From: w.opens.UTC().Format("15:04:05"), To: w.closes.UTC().Format("15:04:05"),
-		}},
+		}}},
 	}}
 }
 

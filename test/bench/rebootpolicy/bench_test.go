@@ -72,10 +72,11 @@ const (
 	// changeSize is the size at which change → restart is measured.
 	changeSize = 1000
 
-	// Targets (docs/rebootpolicy.md).
-	maxDriftP99       = 50 * time.Millisecond
+	// Targets (docs/rebootpolicy.md; issue 38 for the drift and the CPU of
+	// the HTTP probes).
+	maxDriftP99       = 10 * time.Millisecond
 	maxChangePatchP99 = period + 200*time.Millisecond
-	maxCPUCores       = 1.0
+	maxCPUCores       = 0.6
 )
 
 // sweepSizes are the probe counts of the sweep.
@@ -184,9 +185,9 @@ func runSize(ctx context.Context, b *testing.B, bin string, full int) string {
 		ok = r.changeToRestart(ctx)
 		r.bareFlip(ctx, min(benchkit.Size(r.b, "rbp_changed", fullChanged), r.rbps))
 	}
-	ok = r.sum.Target(st.driftP99() < maxDriftP99, "probe schedule drift over %d probe intervals p50 %s p99 %s max %s (target p99 < %s)",
+	ok = r.sum.Target(st.driftP99() <= maxDriftP99, "probe schedule drift over %d probe intervals p50 %s p99 %s max %s (target p99 ≤ %s)",
 		len(st.drift), st.pct(0.5), st.pct(0.99), st.pct(1), maxDriftP99) && ok
-	ok = r.sum.Target(st.cores < maxCPUCores, "manager CPU in the steady state %.3f cores (target < %.0f)", st.cores, maxCPUCores) && ok
+	ok = r.sum.Target(st.cores <= maxCPUCores, "manager CPU in the steady state %.3f cores (target ≤ %.1f)", st.cores, maxCPUCores) && ok
 	ok = r.sum.Target(len(st.writes) == 0, "manager writes during %s of steady state: %d (%s; target 0)",
 		st.window, len(st.writes), benchkit.Describe(benchkit.CountBy(st.writes, (*benchkit.AuditEvent).Key))) && ok
 	r.sum.Figure("object changes seen by a watch in the steady state, all writers: %d RebootPolicy, %d Deployment", st.rbpChanges, st.depChanges)
@@ -275,6 +276,7 @@ func (r *sizeRun) start(ctx context.Context, bin string, namespaces int) {
 	if r.apiProf != nil {
 		sum.Figure("kube-apiserver's CPU profile of the flip in %s", r.apiProf.Dir())
 	}
+	sum.Figure("manager runs with the chart's %s", benchkit.UseChartRuntimeEnv(b))
 	r.mgr, err = cluster.StartManager(ctx, bin, kubeconfig, args...)
 	if err != nil {
 		sum.Fatalf(b, "starting the manager: %v", err)

@@ -33,6 +33,9 @@ const (
 	refOwnSpacing      = 200 * time.Millisecond
 	refNamespace       = "bench-refs"
 	maxOwnChangeP99    = time.Second
+	// maxReferencedCPUCores: the steady state of this benchmark (watches,
+	// no network probes) keeps the earlier target of one core.
+	maxReferencedCPUCores = 1.0
 )
 
 // refFleet is what the benchmark watches: each Deployment's restartedAt
@@ -184,7 +187,7 @@ func runReferencedBench(b *testing.B) {
 	rb.sum.Figure("manager writes until settled: %s", benchkit.Describe(benchkit.CountBy(settleWrites, (*benchkit.AuditEvent).Key)))
 	rb.sum.Target(len(steadyWrites) == 0, "manager writes during %s of steady state: %d (%s; target 0)",
 		steady, len(steadyWrites), benchkit.Describe(benchkit.CountBy(steadyWrites, (*benchkit.AuditEvent).Key)))
-	rb.sum.Target(cores < maxCPUCores, "manager CPU in the steady state %.3f cores (target < %.0f)", cores, maxCPUCores)
+	rb.sum.Target(cores < maxReferencedCPUCores, "manager CPU in the steady state %.3f cores (target < %.0f)", cores, maxReferencedCPUCores)
 	rb.sum.Figure("manager RSS %.0f MiB in the steady state, %.0f MiB at most during the shared change", rss, peakRSS)
 	rb.sum.Target(benchkit.Percentile(lat, 0.99) <= maxOwnChangeP99,
 		"own ConfigMap change→restart patch seen by a watch, %d changes %s apart: p50 %s p99 %s max %s (target p99 ≤ %s)",
@@ -234,6 +237,7 @@ func (rb *refBench) setup(ctx context.Context, b *testing.B) {
 		rb.sum.Fatalf(b, "%v", err)
 	}
 	// All policies live in one namespace, so its share is lifted.
+	rb.sum.Figure("manager runs with the chart's %s", benchkit.UseChartRuntimeEnv(b))
 	rb.mgr, err = cluster.StartManager(ctx, bin, kubeconfig, "--controllers=rebootpolicy", "--zap-log-level=info",
 		"--operator-namespace="+benchkit.ManagerNamespace, "--probe-max-per-namespace=0",
 		fmt.Sprintf("--max-concurrent-restarts=%d", rb.limit))

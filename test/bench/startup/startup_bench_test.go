@@ -8,14 +8,14 @@
 // Each run starts the binary, reads /proc/<pid>/status once /readyz
 // answers (ready) and again after an idle window (settled: controllers
 // started, first lease renewals done), then stops it. The figures are the
-// medians of the runs; the benchmark fails when a median RSS exceeds
-// maxRSSMiB.
+// medians of the runs. They carry no target of their own: the fixed cost is
+// part of the manager's resident set at 5,000 workloads, which the NSScaler
+// benchmark holds to its target. The manager runs with the Go runtime
+// environment of the Helm chart's defaults (benchkit.ChartRuntimeEnv).
 //
 // BENCH_STARTUP_RUNS=n and BENCH_STARTUP_SETTLE=5s change the runs and the
 // window; BENCH_STARTUP_BINARY=/path measures a binary built elsewhere (an
-// older commit, for a before/after comparison) instead of building one;
-// BENCH_STARTUP_GOGC and BENCH_STARTUP_GOMEMLIMIT run the manager with
-// that GOGC or GOMEMLIMIT.
+// older commit, for a before/after comparison) instead of building one.
 package startup
 
 import (
@@ -45,10 +45,7 @@ import (
 )
 
 const (
-	// maxRSSMiB is the target of issue 16: the manager's resident memory
-	// before it caches anything.
-	maxRSSMiB = 40
-	fullRuns  = 3
+	fullRuns = 3
 	// fullSettle is long enough for the controllers to start after the
 	// lease is won and for a few lease renewals (every 2 s).
 	fullSettle = 10 * time.Second
@@ -103,12 +100,7 @@ func runOnce(b *testing.B) {
 	}
 	sum.Figure("binary %.1f MB (%d bytes)", float64(st.Size())/1e6, st.Size())
 	// Set after the control plane started, so only the manager inherits them.
-	for _, v := range []string{"GOGC", "GOMEMLIMIT"} {
-		if val := os.Getenv("BENCH_STARTUP_" + v); val != "" {
-			b.Setenv(v, val)
-			sum.Figure("manager runs with %s=%s", v, val)
-		}
-	}
+	sum.Figure("manager runs with the chart's %s", benchkit.UseChartRuntimeEnv(b))
 
 	var samples []sample
 	for i := range runs {
@@ -122,12 +114,10 @@ func runOnce(b *testing.B) {
 	}
 	med := func(f func(sample) float64) float64 { return median(samples, f) }
 	sum.Figure("ready after %.2f s", med(func(s sample) float64 { return s.readyAfter.Seconds() }))
-	sum.Target(med(func(s sample) float64 { return s.readyRSS }) <= maxRSSMiB,
-		"RSS when ready, nothing cached %.1f MiB (target ≤ %d)", med(func(s sample) float64 { return s.readyRSS }), maxRSSMiB)
-	sum.Target(med(func(s sample) float64 { return s.settledRSS }) <= maxRSSMiB,
-		"RSS settled after %s %.1f MiB (anon %.1f, file %.1f; target ≤ %d)", settle,
+	sum.Figure("RSS when ready, nothing cached %.1f MiB", med(func(s sample) float64 { return s.readyRSS }))
+	sum.Figure("RSS settled after %s %.1f MiB (anon %.1f, file %.1f)", settle,
 		med(func(s sample) float64 { return s.settledRSS }), med(func(s sample) float64 { return s.anon }),
-		med(func(s sample) float64 { return s.file }), maxRSSMiB)
+		med(func(s sample) float64 { return s.file }))
 	sum.Figure("peak RSS while starting %.1f MiB", med(func(s sample) float64 { return s.hwm }))
 	sum.Figure("CPU %.2f s to ready, %.2f s until settled", med(func(s sample) float64 { return s.cpuReady }),
 		med(func(s sample) float64 { return s.cpuAll }))

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
+	weeklyv1alpha1 "github.com/runbook-dev/runbook/api/weekly/v1alpha1"
 	"github.com/runbook-dev/runbook/test/testenv"
 )
 
@@ -91,13 +92,13 @@ func createNearWindow(t *testing.T, g *WithT, prefix string) (name string, opens
 	opens = time.Now().Add(windowOpensIn).Truncate(time.Second)
 	closes = opens.Add(windowLasts)
 	name = testenv.RandomName("nightly")
-	w := scalingv1alpha1.SleepWindow{
+	w := weeklyv1alpha1.Window{
 		Days: opens.In(kolkata).Format("Mon"), From: opens.In(kolkata).Format("15:04:05"), To: closes.In(kolkata).Format("15:04:05"),
 	}
 	scaler := &scalingv1alpha1.NSScaler{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: scalingv1alpha1.NSScalerSpec{NamespacePrefix: prefix, Schedule: &scalingv1alpha1.Schedule{
-			TimeZone: "Asia/Kolkata", Sleep: []scalingv1alpha1.SleepWindow{w},
+			Schedule: weeklyv1alpha1.Schedule{TimeZone: "Asia/Kolkata", Windows: []weeklyv1alpha1.Window{w}},
 		}},
 	}
 	g.Expect(k8s.Create(context.Background(), scaler)).To(Succeed())

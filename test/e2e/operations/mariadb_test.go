@@ -158,12 +158,15 @@ func TestMariaDBOutage(t *testing.T) {
 	mdb.exec(g,
 		"CREATE DATABASE opsdb",
 		"CREATE TABLE opsdb.flags (id INT PRIMARY KEY, v VARCHAR(32))",
-		"INSERT INTO opsdb.flags VALUES (1, 'a'), (2, 'b')")
+		"INSERT INTO opsdb.flags VALUES (1, 'a'), (2, 'b')",
+		// The DSN's user may only read: the manager refuses more powerful ones.
+		"CREATE USER 'probe'@'%' IDENTIFIED BY 'probe-pw'",
+		"GRANT SELECT ON opsdb.* TO 'probe'@'%'")
 
 	t.Setenv("POD_NAMESPACE", systemNamespace)
 	m := startManager(t, saKubeconfig, "--controllers=rebootpolicy", fmt.Sprintf("--probe-allow=127.0.0.1:%d", mdb.port))
 	ns := createNamespace(t, "mdb-"+suffix())
-	dsn := fmt.Sprintf("root@tcp(127.0.0.1:%d)/opsdb", mdb.port)
+	dsn := fmt.Sprintf("probe:probe-pw@tcp(127.0.0.1:%d)/opsdb", mdb.port)
 	g.Expect(k8s.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db", Labels: map[string]string{autorebootv1alpha1.UsableLabel: "true"}},
 		StringData: map[string]string{"dsn": dsn},

@@ -112,9 +112,26 @@ func TestRunsAsServiceAccount(t *testing.T) {
 		t.Cleanup(func() { _, _ = db.ExecContext(context.Background(), "DROP TABLE "+table) })
 		_, err = db.ExecContext(ctx, "INSERT INTO "+table+" VALUES (1, 'a')")
 		g.Expect(err).NotTo(HaveOccurred())
+		// The DSN's user may only read the table: the manager refuses
+		// more powerful ones (DSNTooPowerful).
+		for _, q := range []string{"CREATE ROLE " + table + " LOGIN", "GRANT SELECT ON " + table + " TO " + table} {
+			_, err = db.ExecContext(ctx, q)
+			g.Expect(err).NotTo(HaveOccurred(), q)
+		}
+		t.Cleanup(func() {
+			// db is closed by then (deferred above).
+			admin, err := sql.Open("pgx", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+			if err != nil {
+				return
+			}
+			defer admin.Close()
+			_, _ = admin.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+table)
+			_, _ = admin.ExecContext(context.Background(), "DROP OWNED BY "+table)
+			_, _ = admin.ExecContext(context.Background(), "DROP ROLE IF EXISTS "+table)
+		})
 		g.Expect(k8s.Create(ctx, &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db", Labels: map[string]string{autorebootv1alpha1.UsableLabel: "true"}},
-			StringData: map[string]string{"dsn": "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"},
+			StringData: map[string]string{"dsn": "postgres://" + table + "@127.0.0.1:5432/test?sslmode=disable"},
 		})).To(Succeed())
 		setConfigMap(g, ns, "settings", "1")
 		g.Expect(k8s.Create(ctx, deployment(ns, "web", 2))).To(Succeed())

@@ -30,10 +30,18 @@ func TestSeedDemo(t *testing.T) {
 	defer admin.Close()
 	_, err = admin.ExecContext(ctx, "CREATE DATABASE "+dbName)
 	g.Expect(err).NotTo(HaveOccurred(), "MariaDB on 127.0.0.1:3306 (root, no password) is required")
-	t.Cleanup(func() { _, _ = admin.ExecContext(context.Background(), "DROP DATABASE "+dbName) })
+	t.Cleanup(func() {
+		_, _ = admin.ExecContext(context.Background(), "DROP DATABASE "+dbName)
+		_, _ = admin.ExecContext(context.Background(), "DROP USER IF EXISTS '"+dbName+"'@'%'")
+	})
+	dsn := dbName + ":pw-" + dbName + "@tcp(127.0.0.1:3306)/" + dbName
 	for _, q := range []string{
 		"CREATE TABLE " + dbName + ".demo_tbl (id INT PRIMARY KEY, name VARCHAR(64))",
 		"INSERT INTO " + dbName + ".demo_tbl (id, name) VALUES (1, 'aaa'), (2, 'bbb')",
+		// The DSN's user may only read, as make demo's: the manager refuses
+		// more powerful ones.
+		"CREATE USER '" + dbName + "'@'%' IDENTIFIED BY 'pw-" + dbName + "'",
+		"GRANT SELECT ON " + dbName + ".* TO '" + dbName + "'@'%'",
 	} {
 		_, err := admin.ExecContext(ctx, q)
 		g.Expect(err).NotTo(HaveOccurred(), q)
@@ -42,7 +50,7 @@ func TestSeedDemo(t *testing.T) {
 	ns := createNamespace(t, "demo")
 	g.Expect(k8s.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo-db", Labels: map[string]string{autorebootv1alpha1.UsableLabel: "true"}},
-		StringData: map[string]string{"dsn": "root@tcp(127.0.0.1:3306)/" + dbName},
+		StringData: map[string]string{"dsn": dsn},
 	})).To(Succeed())
 	g.Expect(k8s.Create(ctx, nginxDeployment(ns, "nginx", 3))).To(Succeed())
 	before := waitRunning(t, ns, "nginx", 3)
@@ -91,5 +99,5 @@ func TestSeedDemo(t *testing.T) {
 	rbp := getRBP(g, ns, "nginx-on-demo-tbl")
 	g.Expect(rbp.Status.Policies[0].LastTriggerTime).NotTo(BeNil())
 	g.Expect(rbp.Status.Policies[0].PendingTrigger).To(BeFalse())
-	g.Expect(mgr.Logs()).NotTo(ContainSubstring("root@tcp(127.0.0.1:3306)/"+dbName), "the DSN leaked into the logs")
+	g.Expect(mgr.Logs()).NotTo(ContainSubstring(dsn), "the DSN leaked into the logs")
 }

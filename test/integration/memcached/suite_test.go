@@ -41,27 +41,54 @@ type suite struct {
 	managerClient client.Client
 	reconciler    *mccontroller.Reconciler
 	writes        *writeCounter
+	// watcher watches objects as the test's admin (not counted in writes).
+	watcher client.WithWatch
 }
 
 var env suite
 
 // writeCounter counts the manager's mutating requests (create, update,
 // patch, delete) per path, to prove that a reconcile of an unchanged object
-// writes nothing.
+// writes nothing, and which of them the apiserver accepted.
 type writeCounter struct {
 	mu    sync.Mutex
 	paths []string
+	// accepted[i]: paths[i] was answered with a 2xx status.
+	accepted []bool
 }
 
 func (w *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		if req.Method != http.MethodGet && req.Method != http.MethodHead && req.Method != http.MethodOptions {
+		if req.Method == http.MethodGet || req.Method == http.MethodHead || req.Method == http.MethodOptions {
+			return rt.RoundTrip(req)
+		}
+		w.mu.Lock()
+		i := len(w.paths)
+		w.paths = append(w.paths, req.Method+" "+req.URL.Path)
+		w.accepted = append(w.accepted, false)
+		w.mu.Unlock()
+		resp, err := rt.RoundTrip(req)
+		if err == nil && resp.StatusCode >= 200 && resp.StatusCode < 300 {
 			w.mu.Lock()
-			w.paths = append(w.paths, req.Method+" "+req.URL.Path)
+			w.accepted[i] = true
 			w.mu.Unlock()
 		}
-		return rt.RoundTrip(req)
+		return resp, err
 	})
+}
+
+// acceptedSince returns the writes recorded after mark that the apiserver
+// accepted (answered already).
+func (w *writeCounter) acceptedSince(mark int) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for i := mark; i < len(w.paths); i++ {
+		if w.accepted[i] {
+			out = append(out, w.paths[i])
+		}
+	}
+	return out
 }
 
 // since returns the writes recorded after mark (an earlier count).
@@ -152,7 +179,12 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	env = suite{client: te.Client, managerClient: managerClient, reconciler: r, writes: writes}
+	watcher, err := client.NewWithWatch(te.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	env = suite{client: te.Client, managerClient: managerClient, reconciler: r, writes: writes, watcher: watcher}
 	return m.Run()
 }
 

@@ -244,10 +244,11 @@ func TestScaleSubresourceCustomResources(t *testing.T) {
 		g.Expect(w).To(Equal(state{Replicas: 0, Annotation: parkedBy(name, 3)}))
 		w, found = widgetState(g, ns, "unset")
 		g.Expect(found).To(BeFalse(), "an unset replica count is left unset")
-		g.Expect(w).To(Equal(state{Replicas: 0, Annotation: parkedBy(name, 0)}))
+		g.Expect(w).To(Equal(state{}), "a count of 0 is at parkedReplicas already: nothing written")
 		g.Expect(memcachedState(g, ns, "cache")).To(Equal(state{Replicas: 0, Annotation: parkedBy(name, 2)}))
 		s := getScaler(g, name)
-		g.Expect(s.Status.ParkedWorkloads).To(Equal(int32(3)))
+		g.Expect(s.Status.ParkedWorkloads).To(Equal(int32(2)))
+		g.Expect(s.Status.AtOrBelowParkedReplicas).To(Equal(int32(1)))
 		g.Expect(s.Status.ControlledWorkloads).To(Equal(int32(1)))
 		g.Expect(s.Status.ParkedKinds).To(Equal([]scalingv1alpha1.WorkloadKind{
 			{Group: "cache.runbook.dev", Kind: "Memcached"}, {Group: "test.runbook.dev", Kind: "Widget"},

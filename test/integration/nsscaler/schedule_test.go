@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
+	weeklyv1alpha1 "github.com/runbook-dev/runbook/api/weekly/v1alpha1"
 	"github.com/runbook-dev/runbook/test/testenv"
 )
 
@@ -67,8 +68,7 @@ func TestScheduleParksAndRestoresAtTheTransitions(t *testing.T) {
 	createDeployment(t, ns, "web", ptr.To[int32](3))
 	createStatefulSet(t, ns, "db", 2)
 	createScaler(t, name, scalingv1alpha1.NSScalerSpec{NamespacePrefix: p, Schedule: &scalingv1alpha1.Schedule{
-		TimeZone: "Europe/Berlin",
-		Sleep:    []scalingv1alpha1.SleepWindow{{Days: "Mon-Fri", From: "20:00", To: "08:00"}},
+		Schedule: weeklyv1alpha1.Schedule{TimeZone: "Europe/Berlin", Windows: []weeklyv1alpha1.Window{{Days: "Mon-Fri", From: "20:00", To: "08:00"}}},
 	}})
 	evening, morning := mustParse(t, "2026-11-30T19:00:00Z"), mustParse(t, "2026-12-01T07:00:00Z")
 
@@ -110,7 +110,7 @@ func TestExceptionForcesAPhase(t *testing.T) {
 	p, ns, name := oneNamespace(t, "except")
 	createDeployment(t, ns, "web", ptr.To[int32](2))
 	createScaler(t, name, scalingv1alpha1.NSScalerSpec{NamespacePrefix: p, Schedule: &scalingv1alpha1.Schedule{
-		Sleep:      []scalingv1alpha1.SleepWindow{{Days: "Mon-Fri", From: "20:00", To: "08:00"}},
+		Schedule:   weeklyv1alpha1.Schedule{Windows: []weeklyv1alpha1.Window{{Days: "Mon-Fri", From: "20:00", To: "08:00"}}},
 		Exceptions: []scalingv1alpha1.ScheduleException{{Name: "christmas", From: "2026-12-24", Until: "2026-12-25", Phase: scalingv1alpha1.PhaseAsleep}},
 	}})
 	g.Eventually(func(g Gomega) {
@@ -189,8 +189,7 @@ func TestInvalidTimeZoneIsReported(t *testing.T) {
 	p, ns, name := oneNamespace(t, "badzone")
 	createDeployment(t, ns, "web", ptr.To[int32](2))
 	createScaler(t, name, scalingv1alpha1.NSScalerSpec{NamespacePrefix: p, Schedule: &scalingv1alpha1.Schedule{
-		TimeZone: "Europe/Atlantis",
-		Sleep:    []scalingv1alpha1.SleepWindow{{Days: "Mon-Sun", From: "00:00", To: "24:00"}},
+		Schedule: weeklyv1alpha1.Schedule{TimeZone: "Europe/Atlantis", Windows: []weeklyv1alpha1.Window{{Days: "Mon-Sun", From: "00:00", To: "24:00"}}},
 	}})
 	g.Eventually(func(g Gomega) {
 		s := getScaler(g, name)

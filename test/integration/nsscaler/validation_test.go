@@ -27,7 +27,9 @@ func createRaw(name string, spec map[string]any) error {
 		"metadata":   map[string]any{"name": name},
 		"spec":       spec,
 	}}
-	return k8s.Create(context.Background(), u)
+	// Strict: a field the CRD does not have is an error, not silently
+	// dropped (a test left on a removed field fails).
+	return k8s.Create(context.Background(), u, client.FieldValidation("Strict"))
 }
 
 func TestValidationRejectsBadSpecs(t *testing.T) {
@@ -47,11 +49,12 @@ func TestValidationRejectsBadSpecs(t *testing.T) {
 		{"built-in group given", map[string]any{"namespacePrefix": "p-", "kinds": []any{map[string]any{"group": "apps", "kind": "Deployment"}}}, "built-in kinds are given without a group"},
 		{"empty kinds", map[string]any{"namespacePrefix": "p-", "kinds": []any{}}, "kinds"},
 		{"bad deletion policy", map[string]any{"namespacePrefix": "p-", "deletionPolicy": "Forget"}, "deletionPolicy"},
-		{"empty schedule", map[string]any{"namespacePrefix": "p-", "schedule": map[string]any{"timeZone": "UTC"}}, "at least one sleep window or exception"},
-		{"time zone not a zone name", map[string]any{"namespacePrefix": "p-", "schedule": map[string]any{"timeZone": "../../etc/passwd", "sleep": []any{window("Mon", "01:00", "02:00")}}}, "timeZone"},
-		{"bad days", map[string]any{"namespacePrefix": "p-", "schedule": map[string]any{"sleep": []any{window("Monday", "01:00", "02:00")}}}, "days"},
-		{"bad time", map[string]any{"namespacePrefix": "p-", "schedule": map[string]any{"sleep": []any{window("Mon", "25:00", "02:00")}}}, "from"},
-		{"empty window", map[string]any{"namespacePrefix": "p-", "schedule": map[string]any{"sleep": []any{window("Mon", "02:00", "02:00")}}}, "from and to must differ"},
+		{"empty schedule", map[string]any{"namespacePrefix": "p-", "schedule": map[string]any{"timeZone": "UTC"}}, "at least one window or exception"},
+		{"time zone not a zone name", map[string]any{"namespacePrefix": "p-", "schedule": map[string]any{"timeZone": "../../etc/passwd", "windows": []any{window("Mon", "01:00", "02:00")}}}, "timeZone"},
+		{"bad days", map[string]any{"namespacePrefix": "p-", "schedule": map[string]any{"windows": []any{window("Monday", "01:00", "02:00")}}}, "days"},
+		{"bad time", map[string]any{"namespacePrefix": "p-", "schedule": map[string]any{"windows": []any{window("Mon", "25:00", "02:00")}}}, "from"},
+		{"empty window", map[string]any{"namespacePrefix": "p-", "schedule": map[string]any{"windows": []any{window("Mon", "02:00", "02:00")}}}, "from and to must differ"},
+		{"24:00 as a start", map[string]any{"namespacePrefix": "p-", "schedule": map[string]any{"windows": []any{window("Mon", "24:00", "02:00")}}}, "from cannot be 24:00"},
 		{"exception ends before it starts", map[string]any{"namespacePrefix": "p-", "schedule": map[string]any{"exceptions": []any{
 			map[string]any{"from": "2026-12-24T10:00:00Z", "until": "2026-12-24T09:00:00Z", "phase": "Asleep"}}}}, "until must be after from"},
 		{"exception dates reversed", map[string]any{"namespacePrefix": "p-", "schedule": map[string]any{"exceptions": []any{
@@ -104,7 +107,7 @@ func TestValidationAcceptsAndDefaults(t *testing.T) {
 		"deletionPolicy": "Keep",
 		"schedule": map[string]any{
 			"timeZone": "America/New_York",
-			"sleep":    []any{window("Mon-Fri", "20:00", "08:00"), window("Sat,Sun", "00:00", "24:00"), window("Wed", "12:00:30", "13:00")},
+			"windows":  []any{window("Mon-Fri", "20:00", "08:00"), window("Sat,Sun", "00:00", "24:00"), map[string]any{"from": "12:00:30", "to": "13:00"}},
 			"exceptions": []any{
 				map[string]any{"name": "christmas", "from": "2026-12-24", "until": "2026-12-26", "phase": "Asleep"},
 				map[string]any{"from": "2026-12-01T18:00:00-05:00", "until": "2026-12-02T02:00:00Z", "phase": "Awake"},
@@ -117,6 +120,10 @@ func TestValidationAcceptsAndDefaults(t *testing.T) {
 	t.Cleanup(func() {
 		_ = k8s.Delete(ctx, &scalingv1alpha1.NSScaler{ObjectMeta: metav1.ObjectMeta{Name: full}})
 	})
+	var f scalingv1alpha1.NSScaler
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: full}, &f)).To(Succeed())
+	g.Expect(f.Spec.Schedule.TimeZone).To(Equal("America/New_York"))
+	g.Expect(f.Spec.Schedule.Windows[2].Days).To(Equal("Mon-Sun"), "days left out default to every day")
 }
 
 func window(days, from, to string) map[string]any {
@@ -138,7 +145,9 @@ func TestSamplesAreAccepted(t *testing.T) {
 			u := &unstructured.Unstructured{}
 			g.Expect(yaml.Unmarshal(raw, &u.Object)).To(Succeed())
 			g.Expect(u.GetKind()).To(Equal("NSScaler"))
-			g.Expect(k8s.Create(context.Background(), u, client.DryRunAll)).To(Succeed())
+			// Strict: a field the CRD no longer has is an error, not
+			// silently dropped.
+			g.Expect(k8s.Create(context.Background(), u, client.DryRunAll, client.FieldValidation("Strict"))).To(Succeed())
 		})
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/sqlguard"
 )
 
 // The hostile-input suite: a tenant who may create RebootPolicies (and
@@ -90,6 +91,34 @@ func countRows(t *testing.T, db *sql.DB, table string) int {
 		t.Fatalf("count %s: %v", table, err)
 	}
 	return n
+}
+
+// readOnlyUser creates a database user that may only read (what a probe
+// needs; the manager refuses more powerful ones) and returns its DSN. The
+// statements in grants run as the admin, %u standing for the user.
+func readOnlyUser(t *testing.T, driver autorebootv1alpha1.SQLDriver, grants ...string) string {
+	t.Helper()
+	name := "rbp_probe_" + suffix() + suffix()
+	if driver == autorebootv1alpha1.DriverMySQL {
+		db := plainDB(t, driver, mariaDSN, nil)
+		pw := "pw-" + suffix()
+		mustExec(t, db, "CREATE USER '"+name+"'@'%' IDENTIFIED BY '"+pw+"'")
+		t.Cleanup(func() { _, _ = db.Exec("DROP USER IF EXISTS '" + name + "'@'%'") })
+		for _, g := range append([]string{"GRANT SELECT ON test.* TO %u"}, grants...) {
+			mustExec(t, db, strings.ReplaceAll(g, "%u", "'"+name+"'@'%'"))
+		}
+		return name + ":" + pw + "@tcp(127.0.0.1:3306)/test"
+	}
+	db := plainDB(t, driver, postgreDSN, nil)
+	mustExec(t, db, "CREATE ROLE "+name+" LOGIN")
+	t.Cleanup(func() {
+		_, _ = db.Exec("DROP OWNED BY " + name)
+		_, _ = db.Exec("DROP ROLE IF EXISTS " + name)
+	})
+	for _, g := range grants {
+		mustExec(t, db, strings.ReplaceAll(g, "%u", name))
+	}
+	return "postgres://" + name + "@127.0.0.1:5432/test?sslmode=disable"
 }
 
 // createUsableSecret creates a Secret that opts in to RebootPolicies.
@@ -266,8 +295,11 @@ func TestHostilePgxFileParameters(t *testing.T) {
 func TestHostileHugeRowAndResult(t *testing.T) {
 	g := NewWithT(t)
 	ns := createNamespace(t, "huge")
-	createUsableSecret(t, ns, "pg", map[string]string{"dsn": postgreDSN})
-	createUsableSecret(t, ns, "maria", map[string]string{"dsn": mariaDSN})
+	createUsableSecret(t, ns, "pg", map[string]string{"dsn": readOnlyUser(t, autorebootv1alpha1.DriverPostgres)})
+	createUsableSecret(t, ns, "maria", map[string]string{"dsn": readOnlyUser(t, autorebootv1alpha1.DriverMySQL)})
+	// Loading PostgreSQL's parser (once per process) is not what this
+	// test bounds.
+	sqlguard.LoadParsers()
 	peak, stop := sampleHeap()
 	defer stop()
 	g.Expect(createRBP(t, newRBP(ns, "rbp", autorebootv1alpha1.TargetRef{Kind: autorebootv1alpha1.KindDeployment, Name: "web"},
@@ -331,8 +363,8 @@ func TestHostileErrorText(t *testing.T) {
 	g := NewWithT(t)
 	ns := createNamespace(t, "errtext")
 	secret := "s3cr3t-VALUE-" + suffix()
-	createUsableSecret(t, ns, "pg", map[string]string{"dsn": postgreDSN})
-	createUsableSecret(t, ns, "maria", map[string]string{"dsn": mariaDSN})
+	createUsableSecret(t, ns, "pg", map[string]string{"dsn": readOnlyUser(t, autorebootv1alpha1.DriverPostgres)})
+	createUsableSecret(t, ns, "maria", map[string]string{"dsn": readOnlyUser(t, autorebootv1alpha1.DriverMySQL)})
 	wrongPassword := "WrongPassw0rd-" + suffix()
 	createUsableSecret(t, ns, "badpw", map[string]string{"dsn": "root:" + wrongPassword + "@tcp(127.0.0.1:3306)/test"})
 	g.Expect(createRBP(t, newRBP(ns, "rbp", autorebootv1alpha1.TargetRef{Kind: autorebootv1alpha1.KindDeployment, Name: "web"},

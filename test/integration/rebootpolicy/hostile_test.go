@@ -180,7 +180,8 @@ func TestHostileUnlabelledSecret(t *testing.T) {
 	ctx := context.Background()
 	ns := createNamespace(t, "optin")
 	createRestartableTarget(t, ns)
-	admin := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "admin-db"}, StringData: map[string]string{"dsn": postgreDSN}}
+	admin := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "admin-db"},
+		StringData: map[string]string{"dsn": readOnlyUser(t, autorebootv1alpha1.DriverPostgres)}}
 	g.Expect(k8s.Create(ctx, admin)).To(Succeed())
 	g.Expect(createRBP(t, newRBP(ns, "rbp", webTarget(), sqlPolicy("db", autorebootv1alpha1.DriverPostgres, "admin-db", "SELECT 1")))).To(Succeed())
 	ps := expectError(t, ns, "rbp", "db", autorebootv1alpha1.ReasonSecretNotUsable)

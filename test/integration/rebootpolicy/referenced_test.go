@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	weeklyv1alpha1 "github.com/runbook-dev/runbook/api/weekly/v1alpha1"
 )
 
 // refsPolicy is a referenced trigger that reads nothing on a timer within
@@ -123,7 +124,7 @@ func TestReferencedKeyChangeRestartsUnreferencedKeyDoesNot(t *testing.T) {
 	g.Eventually(func() int64 { return getRBP(t, ns, "rbp").Status.RestartCount }, timeout, interval).Should(Equal(int64(1)))
 	// The fire and its restart in one event.
 	g.Eventually(func() []string { return eventNotes(ns, "rbp", autorebootv1alpha1.EventRestarted) }, timeout, interval).Should(
-		ContainElement("policy refs fired: referenced data of Deployment web changed; restarted Deployment web (policies: refs)"))
+		ContainElement("policy refs fired: Deployment web: ConfigMap app: key used changed; restarted Deployment web (policies: refs (ConfigMap app: key used changed))"))
 }
 
 func TestReferencedNewVolumeReferenceStartsTracking(t *testing.T) {
@@ -198,8 +199,8 @@ func TestReferencedFireOutsideTheWindowRestartsAtTheOpening(t *testing.T) {
 	// Opens 8 s from now (UTC wall clock; a window wrapping past midnight
 	// works the same) and stays open for an hour.
 	opening := time.Now().UTC().Add(8 * time.Second).Truncate(time.Second)
-	rbp.Spec.RestartWindows = []autorebootv1alpha1.RestartWindow{{
-		From: opening.Format("15:04:05"), To: opening.Add(time.Hour).Format("15:04:05"), TimeZone: "UTC"}}
+	rbp.Spec.RestartSchedule = &weeklyv1alpha1.Schedule{TimeZone: "UTC", Windows: []weeklyv1alpha1.Window{{
+		From: opening.Format("15:04:05"), To: opening.Add(time.Hour).Format("15:04:05")}}}
 	g.Expect(createRBP(t, rbp)).To(Succeed())
 	trackedTargets(t, ns, "rbp", 1)
 
@@ -213,6 +214,30 @@ func TestReferencedFireOutsideTheWindowRestartsAtTheOpening(t *testing.T) {
 	at, err := time.Parse(time.RFC3339, deploymentStamp(t, ns, "web"))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(at.Before(opening)).To(BeFalse(), "restarted at %s, before the window opened at %s", at, opening)
+}
+
+// A time zone the CRD's pattern accepts but no time zone database knows is
+// a condition from the first reconcile (the same reason NSScaler gives),
+// and fixing it clears it.
+func TestUnknownTimeZoneIsAnInvalidScheduleCondition(t *testing.T) {
+	g := NewWithT(t)
+	ns := createNamespace(t, "refs-badzone")
+	createConfigMap(t, ns, "app", map[string]string{"used": "0"})
+	createReferencingTarget(t, ns, "web", envFromKey("app", "used"))
+	rbp := newRBP(ns, "rbp", webTarget(), refsPolicy())
+	rbp.Spec.RestartSchedule = &weeklyv1alpha1.Schedule{TimeZone: "Europe/Atlantis", Windows: []weeklyv1alpha1.Window{{From: "00:00", To: "24:00"}}}
+	g.Expect(createRBP(t, rbp)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		c := condition(getRBP(t, ns, "rbp"), autorebootv1alpha1.ConditionDegraded)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect([]any{c.Status, c.Reason}).To(Equal([]any{metav1.ConditionTrue, autorebootv1alpha1.ReasonInvalidSchedule}))
+		g.Expect(c.Message).To(ContainSubstring(`restartSchedule.timeZone "Europe/Atlantis" is not a known IANA time zone`))
+	}, timeout, interval).Should(Succeed())
+
+	updateRBP(t, ns, "rbp", func(r *autorebootv1alpha1.RebootPolicy) { r.Spec.RestartSchedule.TimeZone = "Atlantic/Reykjavik" })
+	g.Eventually(func() string {
+		return condition(getRBP(t, ns, "rbp"), autorebootv1alpha1.ConditionDegraded).Reason
+	}, timeout, interval).ShouldNot(Equal(autorebootv1alpha1.ReasonInvalidSchedule))
 }
 
 // rolloutSim plays the Deployment controller of a namespace: a Deployment

@@ -46,7 +46,9 @@ func TestSamplesAreAccepted(t *testing.T) {
 				continue
 			}
 			u.SetNamespace(ns)
-			if err := k8s.Create(context.Background(), &u, client.DryRunAll); err != nil {
+			// Strict: a field the CRD no longer has (a sample left behind by
+			// an API change) is an error, not silently dropped.
+			if err := k8s.Create(context.Background(), &u, client.DryRunAll, client.FieldValidation("Strict")); err != nil {
 				t.Errorf("%s: %s %s rejected: %v", filepath.Base(f), u.GetKind(), u.GetName(), err)
 			}
 			if u.GetKind() == "RebootPolicy" {

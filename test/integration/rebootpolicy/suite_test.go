@@ -33,7 +33,7 @@ import (
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 	rbpcontroller "github.com/runbook-dev/runbook/internal/controller/rebootpolicy"
-	"github.com/runbook-dev/runbook/internal/netpolicy"
+	"github.com/runbook-dev/runbook/internal/egress"
 	"github.com/runbook-dev/runbook/test/testenv"
 )
 
@@ -112,7 +112,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		return 1
 	}
-	allow, err := netpolicy.ParseRules("127.0.0.1:3306,127.0.0.1:5432," + external.Listener.Addr().String())
+	allow, err := egress.ParseRules("127.0.0.1:3306,127.0.0.1:5432," + external.Listener.Addr().String())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -125,7 +125,7 @@ func run(m *testing.M) int {
 	// No --exec-probe-dir: exec probes must be refused.
 	r, err := rbpcontroller.Setup(mgr, rbpcontroller.Options{
 		Probes:  rbpcontroller.ProbeSettings{OperatorNamespace: operatorNamespace},
-		Network: netpolicy.Settings{Allow: allow},
+		Network: egress.Settings{Allow: allow},
 		Limits:  rbpcontroller.Limits{MinPeriod: time.Second, MaxPerNamespace: maxPerNamespace},
 		Clock:   clock.RealClock{},
 		Metrics: metrics,

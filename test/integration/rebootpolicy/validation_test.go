@@ -12,7 +12,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	weeklyv1alpha1 "github.com/runbook-dev/runbook/api/weekly/v1alpha1"
 )
+
+// windows is a restartSchedule of the given windows in the default zone.
+func windows(ws ...weeklyv1alpha1.Window) *weeklyv1alpha1.Schedule {
+	return &weeklyv1alpha1.Schedule{Windows: ws}
+}
 
 func httpProbe() *corev1.Probe {
 	return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: "127.0.0.1", Port: intstr.FromInt(8080), Path: "/healthz"}}}
@@ -119,14 +125,27 @@ func TestValidationRejectsBadSpecs(t *testing.T) {
 			s.SettleDelay = &metav1.Duration{Duration: 25 * time.Hour}
 		}, "settleDelay must be between 0s and 24h"},
 		{"restart window with a bad time", func(s *autorebootv1alpha1.RebootPolicySpec) {
-			s.RestartWindows = []autorebootv1alpha1.RestartWindow{{From: "25:00", To: "02:00"}}
-		}, "restartWindows[0].from"},
+			s.RestartSchedule = windows(weeklyv1alpha1.Window{From: "25:00", To: "02:00"})
+		}, "restartSchedule.windows[0].from"},
 		{"restart window of no length", func(s *autorebootv1alpha1.RebootPolicySpec) {
-			s.RestartWindows = []autorebootv1alpha1.RestartWindow{{From: "02:00", To: "02:00"}}
+			s.RestartSchedule = windows(weeklyv1alpha1.Window{From: "02:00", To: "02:00"})
 		}, "from and to must differ"},
+		{"restart window opening at 24:00", func(s *autorebootv1alpha1.RebootPolicySpec) {
+			s.RestartSchedule = windows(weeklyv1alpha1.Window{From: "24:00", To: "02:00"})
+		}, "from cannot be 24:00"},
 		{"restart window on an unknown day", func(s *autorebootv1alpha1.RebootPolicySpec) {
-			s.RestartWindows = []autorebootv1alpha1.RestartWindow{{Days: []autorebootv1alpha1.Weekday{"Monday"}, From: "01:00", To: "02:00"}}
-		}, `Unsupported value: "Monday"`},
+			s.RestartSchedule = windows(weeklyv1alpha1.Window{Days: "Monday", From: "01:00", To: "02:00"})
+		}, "restartSchedule.windows[0].days"},
+		{"restart window with a day range left open", func(s *autorebootv1alpha1.RebootPolicySpec) {
+			s.RestartSchedule = windows(weeklyv1alpha1.Window{Days: "Mon-", From: "01:00", To: "02:00"})
+		}, "restartSchedule.windows[0].days"},
+		{"restart schedule without a window", func(s *autorebootv1alpha1.RebootPolicySpec) {
+			s.RestartSchedule = &weeklyv1alpha1.Schedule{TimeZone: "Europe/Berlin"}
+		}, "a restartSchedule needs at least one window"},
+		{"restart schedule with a time zone that is no name", func(s *autorebootv1alpha1.RebootPolicySpec) {
+			s.RestartSchedule = windows(weeklyv1alpha1.Window{From: "01:00", To: "02:00"})
+			s.RestartSchedule.TimeZone = "../../etc/passwd"
+		}, "restartSchedule.timeZone"},
 		{"rollout.maxConcurrent of zero", func(s *autorebootv1alpha1.RebootPolicySpec) {
 			s.Rollout = &autorebootv1alpha1.RolloutSpec{MaxConcurrent: new(int32)}
 		}, "maxConcurrent"},
@@ -168,6 +187,8 @@ func TestValidationAcceptsAndDefaults(t *testing.T) {
 		{Name: "script", Trigger: autorebootv1alpha1.Trigger{Probe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"check.sh"}}}}}},
 	}
 	sel.MinRestartInterval = &metav1.Duration{Duration: 90 * time.Second}
+	// Days and timeZone left out; 24:00 as an end.
+	sel.RestartSchedule = windows(weeklyv1alpha1.Window{From: "22:00", To: "24:00"}, weeklyv1alpha1.Window{Days: "Sat,Sun", From: "00:00", To: "06:30:15"})
 	sel.Suspend = true
 	specs["all-triggers"] = sel
 	for name, spec := range specs {
@@ -181,6 +202,9 @@ func TestValidationAcceptsAndDefaults(t *testing.T) {
 		t.Fatalf("defaults not applied: %+v", got.Spec)
 	}
 	all := getRBP(t, ns, "all-triggers")
+	if rs := all.Spec.RestartSchedule; rs == nil || rs.TimeZone != "UTC" || len(rs.Windows) != 2 || rs.Windows[0].Days != "Mon-Sun" || rs.Windows[1].Days != "Sat,Sun" {
+		t.Fatalf("restartSchedule defaults not applied: %+v", rs)
+	}
 	q := all.Spec.Policies[0].Trigger.SQL
 	if q.PeriodSeconds != 30 || q.TimeoutSeconds != 5 || all.Spec.Policies[1].Trigger.Watch.PeriodSeconds != 10 {
 		t.Fatalf("trigger defaults not applied: %+v %+v", q, all.Spec.Policies[1].Trigger.Watch)

@@ -85,6 +85,20 @@ func (o *Observer) OnUpdate(ctx context.Context, obj client.Object, f func(oldOb
 	return err
 }
 
+// OnAddOrUpdate calls f (on the informer's goroutine) with every object of
+// obj's kind as it is added or updated, and when the call was made.
+func (o *Observer) OnAddOrUpdate(ctx context.Context, obj client.Object, f func(newObj any, at time.Time)) error {
+	inf, err := o.cache.GetInformer(ctx, obj)
+	if err != nil {
+		return err
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(newObj any) { f(newObj, time.Now()) },
+		UpdateFunc: func(_, newObj any) { f(newObj, time.Now()) },
+	})
+	return err
+}
+
 // Until evaluates cond now and after every event until it reports done.
 // It fails when cond errs, when the progress cond reports has not changed
 // for stall, or after limit in all. It returns the last progress.
