@@ -34,7 +34,7 @@ func TestSeedDemoOnRealContainers(t *testing.T) {
 	ns := newNamespace(t)
 	must(t, k8s.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo-db", Labels: map[string]string{autorebootv1alpha1.UsableLabel: "true"}},
-		StringData: map[string]string{"dsn": "root@tcp(127.0.0.1:3306)/" + dbName},
+		StringData: map[string]string{"dsn": dbName + ":pw-" + dbName + "@tcp(127.0.0.1:3306)/" + dbName},
 	}))
 	must(t, k8s.Create(ctx, realDeployment(ns, "nginx", 3)))
 	before := waitContainers(t, ns, "nginx", 3, nil)
@@ -112,10 +112,14 @@ func demoDatabase(t *testing.T) (*sql.DB, string) {
 	must(t, err)
 	admin := sql.OpenDB(conn)
 	t.Cleanup(func() {
+		_, _ = admin.ExecContext(context.Background(), "DROP USER IF EXISTS '"+dbName+"'@'%'")
 		_, _ = admin.ExecContext(context.Background(), "DROP DATABASE "+dbName)
 		_ = admin.Close()
 	})
 	execSQL(t, admin, "CREATE DATABASE "+dbName)
+	// The probe's user may only read: the manager refuses a more powerful one.
+	execSQL(t, admin, "CREATE USER '"+dbName+"'@'%' IDENTIFIED BY 'pw-"+dbName+"'")
+	execSQL(t, admin, "GRANT SELECT ON "+dbName+".* TO '"+dbName+"'@'%'")
 	execSQL(t, admin, "CREATE TABLE "+dbName+".demo_tbl (id INT PRIMARY KEY, name VARCHAR(64))")
 	execSQL(t, admin, "INSERT INTO "+dbName+".demo_tbl (id, name) VALUES (1, 'aaa'), (2, 'bbb')")
 	return admin, dbName
