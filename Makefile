@@ -75,8 +75,12 @@ verify-generated: manifests generate ## Fail when generated code or manifests ar
 k8s-binaries: ## Build etcd, kube-apiserver, controller-manager, scheduler, kubectl and kwok into bin/k8s (once).
 	@bash hack/build-k8s.sh
 
+.PHONY: node-binaries
+node-binaries: ## Build the real node's kubelet, kube-proxy, containerd and crictl into bin/node (once); runc and CNI plugins from Debian.
+	@bash hack/build-node.sh
+
 .PHONY: test
-test: manifests generate k8s-binaries $(KUSTOMIZE) $(HELM) $(KREW) $(VALIDATE_KREW_MANIFEST) ## Unit, integration (envtest) and end-to-end (kwok cluster) tests.
+test: manifests generate k8s-binaries node-binaries $(KUSTOMIZE) $(HELM) $(KREW) $(VALIDATE_KREW_MANIFEST) ## Unit, integration (envtest) and end-to-end (kwok cluster, real node) tests.
 	@bash hack/check-prereqs.sh
 	go test $(GO_TEST_FLAGS) $(GO_TEST_PACKAGES)
 	$(if $(filter ./...,$(GO_TEST_PACKAGES)),@$(MAKE) -s --no-print-directory test-modules)
@@ -109,7 +113,8 @@ run: manifests generate ## Run the manager against the cluster of the current KU
 	go run ./cmd --health-probe-bind-address=:8081
 
 .PHONY: demo
-demo: manifests generate k8s-binaries ## Bring up a local simulated cluster, run Runbook in it; Ctrl-C tears it down.
+demo: manifests generate k8s-binaries ## Bring up a local simulated cluster (with a real node when the machine can run one), run Runbook in it; Ctrl-C tears it down.
+	@bash hack/build-node.sh || echo "==> the real node's binaries could not be built here (above): the demo runs on kwok nodes only"
 	go build -o $(BIN)/runbook-demo ./hack/demo
 	$(BIN)/runbook-demo $(DEMO_FLAGS)
 

@@ -35,6 +35,7 @@ func TestReadmeMakeDemoOnFreshClone(t *testing.T) {
 	}
 	clone := cloneHead(t)
 	seedControlPlane(t, clone)
+	seedNodeBinaries(t, clone)
 	t.Cleanup(func() { stopProcesses(clone, 5*time.Second) }) // last resort, after the demo's own cleanup
 
 	cmd := exec.Command("make", "demo")
@@ -162,6 +163,36 @@ func seedControlPlane(t *testing.T, clone string) {
 			t.Fatalf("%s has no version stamp: %v (built by hack/build-k8s.sh?)", name, err)
 		}
 		if err := os.WriteFile(filepath.Join(dst, name+".version"), stamp, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// seedNodeBinaries links the real node's binaries (hack/build-node.sh) into
+// the clone's bin/node the same way, when this repository has them, so that
+// `make demo`'s node-binaries step finds them current instead of building
+// them again. Without them the step builds them, as on a fresh machine.
+func seedNodeBinaries(t *testing.T, clone string) {
+	t.Helper()
+	src := filepath.Join(testenv.RepoRoot(), "bin", "node")
+	stamps, _ := filepath.Glob(filepath.Join(src, "*.version"))
+	if len(stamps) == 0 {
+		return
+	}
+	dst := filepath.Join(clone, "bin", "node")
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, stamp := range stamps {
+		name := strings.TrimSuffix(filepath.Base(stamp), ".version")
+		if err := os.Symlink(filepath.Join(src, name), filepath.Join(dst, name)); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(stamp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, name+".version"), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}

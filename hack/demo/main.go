@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/runbook-dev/runbook/test/cluster"
+	"github.com/runbook-dev/runbook/test/cluster/realnode"
 	"github.com/runbook-dev/runbook/test/testenv"
 )
 
@@ -44,6 +45,7 @@ func main() {
 	flag.BoolVar(&o.logs, "logs", true, "stream the manager's logs (human-readable) after the instructions; they are always written to <state-dir>/manager.log")
 	flag.StringVar(&o.stateDir, "state-dir", filepath.Join(testenv.RepoRoot(), "bin", "demo"), "where the demo keeps its state, logs and the cluster of a run")
 	flag.DurationVar(&o.readyTimeout, "ready-timeout", 4*time.Minute, "how long to wait for every sample to be Ready")
+	flag.StringVar(&o.realNode, "real-node", "auto", "run nginx on a real node (containerd on this machine): auto (when the machine can), on, off")
 	flag.Parse()
 	// A write to a closed stdout returns EPIPE instead of killing the demo
 	// in the middle of its teardown (Go exits on SIGPIPE from fd 1 or 2
@@ -65,6 +67,7 @@ type options struct {
 	samples, exitAfterReady, logs bool
 	stateDir                      string
 	readyTimeout                  time.Duration
+	realNode                      string
 }
 
 // demo is one run: where the repository is, where output goes, and what
@@ -221,8 +224,14 @@ func (d *demo) runPhases(ctx context.Context) error {
 	}
 	d.say("health endpoints for the probe sample: http://%s/healthz, tcp %s, grpc %s", a.http, a.tcp, a.grpc)
 
+	real, why := d.realNodeMode()
+	if real {
+		d.say("mode: real node: nginx runs real containers on this machine (%s)", why)
+	} else {
+		d.say("mode: kwok only: every pod is simulated (no real node: %s)", why)
+	}
 	d.say("starting a local cluster: etcd, kube-apiserver, controller-manager, scheduler, %d kwok nodes (~15 s)", d.nodes)
-	c, err := cluster.Start(ctx, cluster.Options{Nodes: d.nodes, NamePrefix: "runbook-demo"})
+	c, err := cluster.Start(ctx, cluster.Options{Nodes: d.nodes, NamePrefix: "runbook-demo", ForRealNode: real})
 	if err != nil {
 		return err
 	}
@@ -230,6 +239,12 @@ func (d *demo) runPhases(ctx context.Context) error {
 		d.say("tearing the cluster down")
 		c.Stop()
 	})
+	var node *realnode.Node
+	if real {
+		if node, err = d.startRealNode(ctx, c); err != nil {
+			return err
+		}
+	}
 	d.state.Kubeconfig = c.Kubeconfig
 	if err := writeState(d.stateDir, d.state); err != nil {
 		return err
@@ -262,6 +277,14 @@ func (d *demo) runPhases(ctx context.Context) error {
 		if err := d.applySamples(ctx, c); err != nil {
 			return err
 		}
+		if node != nil {
+			d.say("moving nginx to the real node (the web image: %s)", node.Images["web"])
+			if err := moveNginxToRealNode(ctx, c, node); err != nil {
+				return err
+			}
+			out, _ := node.Crictl(ctx, "ps")
+			d.say("nginx runs on the real node; its containers (crictl ps):\n%s", indent(out))
+		}
 		d.say("waiting for every sample to be Ready")
 		if ready, total, err = waitSamplesReady(ctx, c.Config, d.out, d.readyTimeout); err != nil {
 			return err
@@ -269,7 +292,7 @@ func (d *demo) runPhases(ctx context.Context) error {
 		d.say("%d of %d samples Ready", ready, total)
 		d.printStatus(ctx, c.Kubeconfig)
 	}
-	d.printTryIt(c.Kubeconfig)
+	d.printTryIt(c.Kubeconfig, node != nil)
 	if d.exitAfterReady {
 		return nil
 	}
@@ -347,8 +370,12 @@ func (d *demo) printStatus(ctx context.Context, kubeconfig string) {
 	}
 }
 
-func (d *demo) printTryIt(kubeconfig string) {
+func (d *demo) printTryIt(kubeconfig string, real bool) {
 	bin := filepath.Join(d.root, "bin")
+	realLine := "Real containers:           none (kwok only: pods are simulated)"
+	if real {
+		realLine = "A real container's output: kubectl logs deployment/nginx   # nginx runs on node real-node: kubectl get pods -o wide"
+	}
 	_, _ = fmt.Fprintf(d.out, `
 Runbook is running against a local cluster. In another terminal:
 
@@ -365,10 +392,11 @@ Make a probe fail:          curl -X POST http://%[5]s/fail/http   # or tcp, grpc
 Fire a policy by hand:      kubectl runbook restart nginx-on-demo-tbl --wait
 Parked by the NSScaler:     kubectl get deployments -n proj-a   # 0/0, original in an annotation
 Wake it for a while:        kubectl runbook wake proj-a --for 2h   # kubectl runbook park proj-a ends it
+%[8]s
 Logs: %[6]s (manager), %[7]s (this output)
 Press Ctrl-C to stop and tear everything down.
 
-`, kubeconfig, testenv.BinDir(), bin, demoUpdate, d.health.addrs.http, filepath.Join(d.stateDir, "manager.log"), filepath.Join(d.stateDir, "demo.log"))
+`, kubeconfig, testenv.BinDir(), bin, demoUpdate, d.health.addrs.http, filepath.Join(d.stateDir, "manager.log"), filepath.Join(d.stateDir, "demo.log"), realLine)
 }
 
 // streamLogs copies the manager's logs to manager.log (and, with -logs, to

@@ -35,6 +35,12 @@ type Options struct {
 	// Cluster.AuditLog names the JSON-lines log it writes. Empty: no
 	// auditing, as before.
 	AuditPolicy string
+	// ForRealNode prepares the cluster for a real kubelet (test/cluster/realnode):
+	// kwok manages only the nodes `kwokctl scale node` creates (annotated
+	// kwok.x-k8s.io/node=fake) instead of every node, so it does not fake the
+	// real node's pods; the apiserver calls kubelets (logs, exec) with the
+	// cluster's admin client certificate, which the real kubelet verifies.
+	ForRealNode bool
 }
 
 // Cluster is a running kwokctl cluster.
@@ -131,6 +137,9 @@ func newCluster(opts Options) (*Cluster, string, error) {
 		yaml += fmt.Sprintf("  kubeAuditPolicy: %s\n", policy)
 		c.audit = true
 	}
+	if opts.ForRealNode { // a top-level field: after every option
+		yaml += forRealNodeYAML(filepath.Join(workdir, "clusters", name, "pki"))
+	}
 	config := filepath.Join(workdir, "kwokctl.yaml")
 	return c, config, os.WriteFile(config, []byte(yaml), 0o600)
 }
@@ -189,6 +198,43 @@ options:
   kubeSchedulerPort: %[6]d
   kwokControllerPort: %[7]d
 `, bin, ports[0], ports[1], ports[2], ports[3], ports[4], ports[5])
+}
+
+// forRealNodeYAML patches kwokctl's components. Its binary runtime always
+// passes kwok --manage-all-nodes=true, which is overridden; the annotation
+// kwokctl puts on the nodes it creates selects them instead. kwokctl gives the
+// apiserver no kubelet client certificate: the admin's is added. The apiserver
+// reaches a kubelet at its node's InternalIP: the real node's name resolves
+// nowhere (and must not be looked up outside this machine).
+func forRealNodeYAML(pki string) string {
+	return fmt.Sprintf(`componentsPatches:
+- name: kwok-controller
+  extraArgs:
+  - key: manage-all-nodes
+    value: "false"
+    override: true
+  - key: manage-nodes-with-annotation-selector
+    value: kwok.x-k8s.io/node=fake
+- name: kube-apiserver
+  extraArgs:
+  - key: kubelet-client-certificate
+    value: %[1]s/admin.crt
+  - key: kubelet-client-key
+    value: %[1]s/admin.key
+  - key: service-cluster-ip-range
+    value: %[2]s
+  - key: kubelet-preferred-address-types
+    value: InternalIP,Hostname
+`, pki, ServiceCIDR)
+}
+
+// ServiceCIDR is the Service range of a cluster started ForRealNode (the
+// apiserver's default range, made explicit: the real node routes it).
+const ServiceCIDR = "10.0.0.0/24"
+
+// PKIDir holds the cluster's CA (ca.crt) and admin client certificate.
+func (c *Cluster) PKIDir() string {
+	return filepath.Join(c.workdir, "clusters", c.Name, "pki")
 }
 
 // Stop deletes the cluster and its work directory. It is safe to call twice.
