@@ -80,7 +80,7 @@ node-binaries: ## Build the real node's kubelet, kube-proxy, containerd and cric
 	@bash hack/build-node.sh
 
 .PHONY: test
-test: manifests generate k8s-binaries node-binaries $(KUSTOMIZE) $(HELM) $(KREW) $(VALIDATE_KREW_MANIFEST) ## Unit, integration (envtest) and end-to-end (kwok cluster, real node) tests.
+test: manifests generate k8s-binaries node-binaries node-images $(KUSTOMIZE) $(HELM) $(KREW) $(VALIDATE_KREW_MANIFEST) ## Unit, integration (envtest) and end-to-end (kwok cluster, real node) tests.
 	@bash hack/check-prereqs.sh
 	go test $(GO_TEST_FLAGS) $(GO_TEST_PACKAGES)
 	$(if $(filter ./...,$(GO_TEST_PACKAGES)),@$(MAKE) -s --no-print-directory test-modules)
@@ -115,6 +115,7 @@ run: manifests generate ## Run the manager against the cluster of the current KU
 .PHONY: demo
 demo: manifests generate k8s-binaries ## Bring up a local simulated cluster (with a real node when the machine can run one), run Runbook in it; Ctrl-C tears it down.
 	@bash hack/build-node.sh || echo "==> the real node's binaries could not be built here (above): the demo runs on kwok nodes only"
+	@$(MAKE) -s --no-print-directory node-images || echo "==> the real node's images could not be built here (above): the demo runs on kwok nodes only"
 	go build -o $(BIN)/runbook-demo ./hack/demo
 	$(BIN)/runbook-demo $(DEMO_FLAGS)
 
