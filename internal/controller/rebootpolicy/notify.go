@@ -21,6 +21,7 @@ import (
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 	"github.com/runbook-dev/runbook/internal/controller/status"
 	"github.com/runbook-dev/runbook/internal/egress"
+	"github.com/runbook-dev/runbook/internal/probe"
 )
 
 // NotifySettings bound webhook notifications (admin flags); zero values
@@ -109,7 +110,7 @@ func (n *notifier) send(rbp *autorebootv1alpha1.RebootPolicy, format string, arg
 	if n == nil || rbp.Spec.Notify == nil {
 		return
 	}
-	text := truncate(fmt.Sprintf(format, args...), maxNotificationText)
+	text := probe.Truncate(fmt.Sprintf(format, args...), maxNotificationText)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if len(n.queue) >= n.settings.QueueSize || n.perNS[rbp.Namespace] >= n.settings.PerNamespace {
@@ -265,12 +266,12 @@ func (n *notifier) post(ctx context.Context, m *notification) error {
 
 // webhookURL reads the URL from the labelled Secret, live.
 func (n *notifier) webhookURL(ctx context.Context, m *notification) (*url.URL, error) {
-	s, o := readUsableSecret(ctx, n.reader, m.policy.Namespace, m.secret.Name)
+	s, o := probe.ReadUsableSecret(ctx, n.reader, m.policy.Namespace, m.secret.Name)
 	if o != nil {
-		if o.reason == autorebootv1alpha1.ReasonSecretNotUsable {
-			return nil, &refusedError{o.message}
+		if o.Reason == autorebootv1alpha1.ReasonSecretNotUsable {
+			return nil, &refusedError{o.Message}
 		}
-		return nil, errors.New(o.message)
+		return nil, errors.New(o.Message)
 	}
 	raw, ok := s.Data[m.secret.Key]
 	if !ok {
@@ -285,13 +286,13 @@ func (n *notifier) webhookURL(ctx context.Context, m *notification) (*url.URL, e
 }
 
 // client dials through the egress guard of namespace, with the bounds of
-// a probe's client (http_transport.go) and TLS verified as usual: a
+// a probe's client (internal/probe/http_transport.go) and TLS verified as usual: a
 // webhook is a real service with a real certificate. It follows no
 // redirect (each would be another address to judge, and a webhook has no
 // reason to redirect) and keeps no connection: messages are rare, and
 // an idle connection per namespace would outlive most of them.
 func (n *notifier) client(namespace string) *http.Client {
-	t := tenantTransport(n.network.Dialer(namespace, n.settings.Timeout).DialContext, nil)
+	t := probe.TenantTransport(n.network.Dialer(namespace, n.settings.Timeout).DialContext, nil)
 	t.TLSHandshakeTimeout, t.ResponseHeaderTimeout = n.settings.Timeout, n.settings.Timeout
 	t.DisableKeepAlives = true
 	return &http.Client{
