@@ -20,6 +20,7 @@ import (
 	rebootpolicy "github.com/runbook-dev/runbook/internal/controller/rebootpolicy"
 	"github.com/runbook-dev/runbook/internal/egress"
 	"github.com/runbook-dev/runbook/internal/fingerprint"
+	"github.com/runbook-dev/runbook/internal/notify"
 	"github.com/runbook-dev/runbook/internal/probe"
 	"github.com/runbook-dev/runbook/internal/registry"
 	"github.com/runbook-dev/runbook/internal/sqlguard"
@@ -152,7 +153,7 @@ func (f *rebootPolicyFlags) options(operatorNamespace string) (rebootpolicy.Opti
 		MaxConcurrentReconciles: *f.workers,
 		// One throttle for every RebootPolicy of this manager.
 		Throttle: rebootpolicy.NewThrottle(*f.maxRestarts, clock.RealClock{}),
-		Notify: rebootpolicy.NotifySettings{
+		Notify: notify.Settings{
 			QueueSize: *f.notifyQueue, PerNamespace: *f.notifyPerNamespace, Attempts: *f.notifyAttempts,
 		},
 	}, nil

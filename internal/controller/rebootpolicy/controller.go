@@ -29,6 +29,7 @@ import (
 	"github.com/runbook-dev/runbook/internal/controller/status"
 	"github.com/runbook-dev/runbook/internal/egress"
 	"github.com/runbook-dev/runbook/internal/fingerprint"
+	"github.com/runbook-dev/runbook/internal/notify"
 	"github.com/runbook-dev/runbook/internal/probe"
 )
 
@@ -76,7 +77,7 @@ type Reconciler struct {
 	// messages. Setup fills them; nil Notifier sends nothing.
 	Throttle   *Throttle
 	References *probe.RefWatcher
-	Notifier   *notifier
+	Notifier   *notify.Notifier
 	// requests remembers the last refused (too long) restart request per
 	// RebootPolicy, so that it is reported once.
 	requests *requestLog
@@ -434,7 +435,7 @@ type Options struct {
 	// the referenced triggers' ConfigMap watch follows.
 	Namespaces []string
 	// Notify bounds webhook notifications.
-	Notify NotifySettings
+	Notify notify.Settings
 }
 
 // Setup builds the workers and the reconciler from mgr and opts and adds
@@ -461,8 +462,8 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		return nil, err
 	}
 	events := status.Events{Recorder: mgr.GetEventRecorder(status.ReporterName(Name))}
-	notify := newNotifier(opts.Notify, mgr.GetAPIReader(), network, opts.Clock, events, opts.Metrics, mgr.GetLogger().WithName(Name+"-notify"))
-	if err := mgr.Add(notify); err != nil {
+	notifier := notify.New(opts.Notify, mgr.GetAPIReader(), network, opts.Clock, events, opts.Metrics, mgr.GetLogger().WithName(Name+"-notify"))
+	if err := mgr.Add(notifier); err != nil {
 		return nil, fmt.Errorf("adding rebootpolicy notifier: %w", err)
 	}
 	r := &Reconciler{
@@ -477,7 +478,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 		Throttle:                throttle,
 		References:              refs,
-		Notifier:                notify,
+		Notifier:                notifier,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up rebootpolicy controller: %w", err)

@@ -206,7 +206,8 @@ func (m *Metrics) throttledBy(limit string) {
 	m.throttled.WithLabelValues(limit).Inc()
 }
 
-func (m *Metrics) notification(outcome string) {
+// Notification counts a webhook notification by outcome.
+func (m *Metrics) Notification(outcome string) {
 	if m == nil {
 		return
 	}

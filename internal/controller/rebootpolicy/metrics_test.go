@@ -72,3 +72,12 @@ func TestProbeMetricsNil(t *testing.T) {
 	pm.Observe(autorebootv1alpha1.ResultSuccess, time.Second)
 	pm.ObserveDrift(time.Second)
 }
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}

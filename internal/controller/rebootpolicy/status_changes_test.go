@@ -1,7 +1,6 @@
 package rebootpolicy
 
 import (
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -74,16 +73,5 @@ func TestWatchFiresThatWaitAreNamedOnceInStatus(t *testing.T) {
 	mergeFire(ps, now, true, "ConfigMap app: key a changed; ConfigMap app: key b changed")
 	if ps.LastChange != "ConfigMap app: key a changed; ConfigMap app: key b changed" {
 		t.Fatalf("status: %q", ps.LastChange)
-	}
-}
-
-// The webhooks' Transport takes no proxy from the environment (the
-// probes' side is TestHTTPTransportsUseNoProxy in internal/probe).
-func TestWebhookTransportUsesNoProxy(t *testing.T) {
-	t.Setenv("HTTP_PROXY", "http://proxy.invalid:3128")
-	t.Setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
-	n, _, _, _ := testNotifier(t, notifyClient(), "", NotifySettings{})
-	if tr := n.client("app").Transport.(*http.Transport); tr.Proxy != nil {
-		t.Error("the webhook transport has a Proxy")
 	}
 }

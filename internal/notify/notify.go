@@ -1,4 +1,7 @@
-package rebootpolicy
+// Package notify sends RebootPolicies' webhook notifications: queued by
+// a reconcile, sent in the background through the egress guard of the
+// policy's namespace, the URL read from a Secret that consents to it.
+package notify
 
 import (
 	"bytes"
@@ -24,9 +27,9 @@ import (
 	"github.com/runbook-dev/runbook/internal/probe"
 )
 
-// NotifySettings bound webhook notifications (admin flags); zero values
+// Settings bound webhook notifications (admin flags); zero values
 // take the defaults.
-type NotifySettings struct {
+type Settings struct {
 	// QueueSize is the most messages waiting, manager-wide (default 512);
 	// PerNamespace the most of one namespace (default 32). Beyond them a
 	// message is dropped and counted.
@@ -40,7 +43,7 @@ type NotifySettings struct {
 	Senders  int
 }
 
-func (s NotifySettings) withDefaults() NotifySettings {
+func (s Settings) withDefaults() Settings {
 	if s.QueueSize <= 0 {
 		s.QueueSize = 512
 	}
@@ -77,19 +80,25 @@ type notification struct {
 	notBefore time.Time
 }
 
-// notifier sends Slack-compatible webhook messages ({"text": ...}) in the
+// Metrics counts the notifications by outcome (sent, retried, failed,
+// refused, dropped).
+type Metrics interface {
+	Notification(outcome string)
+}
+
+// Notifier sends Slack-compatible webhook messages ({"text": ...}) in the
 // background: a reconcile only queues (never blocks, never fails because of
 // a webhook), senders retry with back-off, the queue is bounded, the URL
 // is read from a labelled Secret at send time and every connection goes
 // through the egress guard of the RebootPolicy's namespace. A message is
 // best effort: events and metrics are the record.
-type notifier struct {
-	settings NotifySettings
+type Notifier struct {
+	settings Settings
 	reader   client.Reader
 	network  *egress.Policy
 	clock    clock.Clock
 	events   status.Events
-	metrics  *Metrics
+	metrics  Metrics
 	log      logr.Logger
 
 	mu     sync.Mutex
@@ -98,15 +107,16 @@ type notifier struct {
 	signal chan struct{}
 }
 
-func newNotifier(settings NotifySettings, reader client.Reader, network *egress.Policy, clk clock.Clock, events status.Events, m *Metrics, log logr.Logger) *notifier {
-	return &notifier{
+// New builds the notifier; it sends once the manager starts it.
+func New(settings Settings, reader client.Reader, network *egress.Policy, clk clock.Clock, events status.Events, m Metrics, log logr.Logger) *Notifier {
+	return &Notifier{
 		settings: settings.withDefaults(), reader: reader, network: network, clock: clk, events: events, metrics: m, log: log,
 		perNS: map[string]int{}, signal: make(chan struct{}, 1),
 	}
 }
 
-// send queues a message about rbp if it asks for notifications.
-func (n *notifier) send(rbp *autorebootv1alpha1.RebootPolicy, format string, args ...any) {
+// Send queues a message about rbp if it asks for notifications.
+func (n *Notifier) Send(rbp *autorebootv1alpha1.RebootPolicy, format string, args ...any) {
 	if n == nil || rbp.Spec.Notify == nil {
 		return
 	}
@@ -114,7 +124,7 @@ func (n *notifier) send(rbp *autorebootv1alpha1.RebootPolicy, format string, arg
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if len(n.queue) >= n.settings.QueueSize || n.perNS[rbp.Namespace] >= n.settings.PerNamespace {
-		n.metrics.notification("dropped")
+		n.metrics.Notification("dropped")
 		return
 	}
 	n.queue = append(n.queue, &notification{
@@ -125,7 +135,7 @@ func (n *notifier) send(rbp *autorebootv1alpha1.RebootPolicy, format string, arg
 	n.poke()
 }
 
-func (n *notifier) poke() {
+func (n *Notifier) poke() {
 	select {
 	case n.signal <- struct{}{}:
 	default:
@@ -133,10 +143,10 @@ func (n *notifier) poke() {
 }
 
 // NeedLeaderElection: only the leader restarts, so only it notifies.
-func (n *notifier) NeedLeaderElection() bool { return true }
+func (n *Notifier) NeedLeaderElection() bool { return true }
 
 // Start runs the senders until ctx ends; what is still queued then is lost.
-func (n *notifier) Start(ctx context.Context) error {
+func (n *Notifier) Start(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for range n.settings.Senders {
 		wg.Go(func() { n.sender(ctx) })
@@ -145,7 +155,7 @@ func (n *notifier) Start(ctx context.Context) error {
 	return nil
 }
 
-func (n *notifier) sender(ctx context.Context) {
+func (n *Notifier) sender(ctx context.Context) {
 	for {
 		m, wait := n.next()
 		if m == nil {
@@ -168,7 +178,7 @@ func (n *notifier) sender(ctx context.Context) {
 }
 
 // next takes the first message that is due, or says how long until one is.
-func (n *notifier) next() (*notification, time.Duration) {
+func (n *Notifier) next() (*notification, time.Duration) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	now := n.clock.Now()
@@ -184,21 +194,21 @@ func (n *notifier) next() (*notification, time.Duration) {
 }
 
 // deliver makes one attempt and requeues, gives up or finishes.
-func (n *notifier) deliver(ctx context.Context, m *notification) {
+func (n *Notifier) deliver(ctx context.Context, m *notification) {
 	err := n.post(ctx, m)
 	var refused *refusedError
 	switch {
 	case err == nil:
-		n.metrics.notification("sent")
+		n.metrics.Notification("sent")
 		n.finish(m)
 	case errors.As(err, &refused):
-		n.metrics.notification("refused")
+		n.metrics.Notification("refused")
 		n.fail(m, err.Error())
 	case m.attempt+1 >= n.settings.Attempts:
-		n.metrics.notification("failed")
+		n.metrics.Notification("failed")
 		n.fail(m, fmt.Sprintf("not delivered after %d attempts: %v", n.settings.Attempts, err))
 	default:
-		n.metrics.notification("retried")
+		n.metrics.Notification("retried")
 		m.attempt++
 		m.notBefore = n.clock.Now().Add(min(time.Second<<(m.attempt-1), maxNotifyBackoff))
 		n.mu.Lock()
@@ -208,7 +218,7 @@ func (n *notifier) deliver(ctx context.Context, m *notification) {
 	}
 }
 
-func (n *notifier) finish(m *notification) {
+func (n *Notifier) finish(m *notification) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.perNS[m.policy.Namespace]--; n.perNS[m.policy.Namespace] <= 0 {
@@ -216,7 +226,7 @@ func (n *notifier) finish(m *notification) {
 	}
 }
 
-func (n *notifier) fail(m *notification, why string) {
+func (n *Notifier) fail(m *notification, why string) {
 	n.finish(m)
 	rbp := &autorebootv1alpha1.RebootPolicy{}
 	rbp.Namespace, rbp.Name, rbp.UID = m.policy.Namespace, m.policy.Name, m.uid
@@ -231,7 +241,7 @@ func (e *refusedError) Error() string { return e.msg }
 
 // post sends m once. Its errors are fixed phrases: never the URL (a
 // credential), never the server's answer.
-func (n *notifier) post(ctx context.Context, m *notification) error {
+func (n *Notifier) post(ctx context.Context, m *notification) error {
 	target, err := n.webhookURL(ctx, m)
 	if err != nil {
 		return err
@@ -265,7 +275,7 @@ func (n *notifier) post(ctx context.Context, m *notification) error {
 }
 
 // webhookURL reads the URL from the labelled Secret, live.
-func (n *notifier) webhookURL(ctx context.Context, m *notification) (*url.URL, error) {
+func (n *Notifier) webhookURL(ctx context.Context, m *notification) (*url.URL, error) {
 	s, o := probe.ReadUsableSecret(ctx, n.reader, m.policy.Namespace, m.secret.Name)
 	if o != nil {
 		if o.Reason == autorebootv1alpha1.ReasonSecretNotUsable {
@@ -291,7 +301,7 @@ func (n *notifier) webhookURL(ctx context.Context, m *notification) (*url.URL, e
 // redirect (each would be another address to judge, and a webhook has no
 // reason to redirect) and keeps no connection: messages are rare, and
 // an idle connection per namespace would outlive most of them.
-func (n *notifier) client(namespace string) *http.Client {
+func (n *Notifier) client(namespace string) *http.Client {
 	t := probe.TenantTransport(n.network.Dialer(namespace, n.settings.Timeout).DialContext, nil)
 	t.TLSHandshakeTimeout, t.ResponseHeaderTimeout = n.settings.Timeout, n.settings.Timeout
 	t.DisableKeepAlives = true

@@ -1,4 +1,4 @@
-package rebootpolicy
+package notify
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 func TestWebhookSecretConsentReadAtEachSend(t *testing.T) {
 	s := newSink(t, http.StatusOK)
 	c := notifyClient(webhookSecret(s.URL, true))
-	n, _, _, m := testNotifier(t, c, strings.TrimPrefix(s.URL, "http://"), NotifySettings{})
+	n, _, _, m := testNotifier(t, c, strings.TrimPrefix(s.URL, "http://"), Settings{})
 	setLabel := func(on bool) {
 		var sec corev1.Secret
 		if err := c.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "hook"}, &sec); err != nil {
@@ -32,15 +32,15 @@ func TestWebhookSecretConsentReadAtEachSend(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	send := func() { n.send(notifyingPolicy(), "hello"); drive(n) }
+	send := func() { n.Send(notifyingPolicy(), "hello"); drive(n) }
 	send()
 	if len(s.received()) != 1 {
 		t.Fatalf("labelled: %d messages", len(s.received()))
 	}
 	setLabel(false)
 	send()
-	if len(s.received()) != 1 || counterValue(t, m.notifications.WithLabelValues("refused")) != 1 {
-		t.Fatalf("after the label was removed: %d messages, refused %v", len(s.received()), counterValue(t, m.notifications.WithLabelValues("refused")))
+	if len(s.received()) != 1 || m.count("refused") != 1 {
+		t.Fatalf("after the label was removed: %d messages, refused %v", len(s.received()), m.count("refused"))
 	}
 	setLabel(true)
 	send()

@@ -1,4 +1,4 @@
-package rebootpolicy
+package notify
 
 import (
 	"context"
@@ -6,16 +6,18 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -63,12 +65,55 @@ func webhookSecret(url string, labelled bool) *corev1.Secret {
 }
 
 func notifyingPolicy() *autorebootv1alpha1.RebootPolicy {
-	rbp := probePolicy()
+	rbp := testPolicy()
 	rbp.Spec.Notify = &autorebootv1alpha1.NotifySpec{WebhookSecretRef: autorebootv1alpha1.SecretKeySelector{Name: "hook", Key: "url"}}
 	return rbp
 }
 
-func testNotifier(t *testing.T, c client.Reader, allow string, settings NotifySettings) (*notifier, *clocktesting.FakeClock, *events.FakeRecorder, *Metrics) {
+// countingMetrics counts the notifications by outcome.
+type countingMetrics struct {
+	mu sync.Mutex
+	n  map[string]float64
+}
+
+func (c *countingMetrics) Notification(outcome string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n[outcome]++
+}
+
+func (c *countingMetrics) count(outcome string) float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[outcome]
+}
+
+var testStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// testPolicy is a RebootPolicy as the notifier sees it.
+func testPolicy() *autorebootv1alpha1.RebootPolicy {
+	return &autorebootv1alpha1.RebootPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "rbp", UID: "uid-1", Generation: 1}}
+}
+
+// emptyCluster is a cluster with no Services, pods or apiserver addresses:
+// only the built-in denials and the test's allow rules decide.
+type emptyCluster struct{}
+
+func (emptyCluster) ServiceCIDRs(context.Context) ([]netip.Prefix, error)     { return nil, nil }
+func (emptyCluster) ServiceIPs(context.Context, string) ([]netip.Addr, error) { return nil, nil }
+func (emptyCluster) PodsWithIP(context.Context, netip.Addr) ([]egress.PodRef, error) {
+	return nil, nil
+}
+func (emptyCluster) APIServerAddrs(context.Context) ([]netip.Addr, error) { return nil, nil }
+
+func testScheme() *runtime.Scheme {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(autorebootv1alpha1.AddToScheme(scheme))
+	return scheme
+}
+
+func testNotifier(t *testing.T, c client.Reader, allow string, settings Settings) (*Notifier, *clocktesting.FakeClock, *events.FakeRecorder, *countingMetrics) {
 	t.Helper()
 	var rules []egress.Rule
 	if allow != "" {
@@ -77,11 +122,11 @@ func testNotifier(t *testing.T, c client.Reader, allow string, settings NotifySe
 			t.Fatal(err)
 		}
 	}
-	fc := clocktesting.NewFakeClock(govStart)
+	fc := clocktesting.NewFakeClock(testStart)
 	rec := events.NewFakeRecorder(100)
-	m := NewMetrics()
+	m := &countingMetrics{n: map[string]float64{}}
 	network := egress.New(egress.Settings{Allow: rules}, emptyCluster{})
-	return newNotifier(settings, c, network, fc, status.Events{Recorder: rec}, m, logr.Discard()), fc, rec, m
+	return New(settings, c, network, fc, status.Events{Recorder: rec}, m, logr.Discard()), fc, rec, m
 }
 
 func notifyClient(objs ...client.Object) client.Client {
@@ -89,7 +134,7 @@ func notifyClient(objs ...client.Object) client.Client {
 }
 
 // drive delivers what is due, as a sender would, until nothing is.
-func drive(n *notifier) int {
+func drive(n *Notifier) int {
 	sent := 0
 	for {
 		m, _ := n.next()
@@ -103,8 +148,8 @@ func drive(n *notifier) int {
 
 func TestNotifierSendsASlackCompatibleMessage(t *testing.T) {
 	s := newSink(t, http.StatusOK)
-	n, _, _, m := testNotifier(t, notifyClient(webhookSecret(s.URL+"/hook", true)), strings.TrimPrefix(s.URL, "http://"), NotifySettings{})
-	n.send(notifyingPolicy(), "RebootPolicy %s restarted %s", "ns/rbp", "Deployment web")
+	n, _, _, m := testNotifier(t, notifyClient(webhookSecret(s.URL+"/hook", true)), strings.TrimPrefix(s.URL, "http://"), Settings{})
+	n.Send(notifyingPolicy(), "RebootPolicy %s restarted %s", "ns/rbp", "Deployment web")
 	if got := drive(n); got != 1 {
 		t.Fatalf("%d deliveries", got)
 	}
@@ -116,11 +161,11 @@ func TestNotifierSendsASlackCompatibleMessage(t *testing.T) {
 	if err := json.Unmarshal([]byte(got[0]), &body); err != nil || body["text"] != "RebootPolicy ns/rbp restarted Deployment web" {
 		t.Fatalf("body %q (%v)", got[0], err)
 	}
-	if v := counterValue(t, m.notifications.WithLabelValues("sent")); v != 1 {
+	if v := m.count("sent"); v != 1 {
 		t.Fatalf("sent = %v", v)
 	}
 	// A policy without notify sends nothing.
-	n.send(probePolicy(), "x")
+	n.Send(testPolicy(), "x")
 	if drive(n) != 0 {
 		t.Fatal("a policy without spec.notify queued a message")
 	}
@@ -128,8 +173,8 @@ func TestNotifierSendsASlackCompatibleMessage(t *testing.T) {
 
 func TestNotifierRetriesWithBackoffThenGivesUp(t *testing.T) {
 	s := newSink(t, http.StatusInternalServerError)
-	n, fc, rec, m := testNotifier(t, notifyClient(webhookSecret(s.URL, true)), strings.TrimPrefix(s.URL, "http://"), NotifySettings{Attempts: 3})
-	n.send(notifyingPolicy(), "hello")
+	n, fc, rec, m := testNotifier(t, notifyClient(webhookSecret(s.URL, true)), strings.TrimPrefix(s.URL, "http://"), Settings{Attempts: 3})
+	n.Send(notifyingPolicy(), "hello")
 	if drive(n) != 1 {
 		t.Fatal("first attempt not made")
 	}
@@ -153,7 +198,7 @@ func TestNotifierRetriesWithBackoffThenGivesUp(t *testing.T) {
 	if drive(n) != 0 || len(s.received()) != 3 {
 		t.Fatalf("attempts after giving up: %d received", len(s.received()))
 	}
-	if v := counterValue(t, m.notifications.WithLabelValues("failed")); v != 1 {
+	if v := m.count("failed"); v != 1 {
 		t.Fatalf("failed = %v", v)
 	}
 	select {
@@ -181,13 +226,13 @@ func TestNotifierHostileInputs(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			n, _, rec, m := testNotifier(t, notifyClient(tc.secret), tc.allow, NotifySettings{})
-			n.send(notifyingPolicy(), "hello")
+			n, _, rec, m := testNotifier(t, notifyClient(tc.secret), tc.allow, Settings{})
+			n.Send(notifyingPolicy(), "hello")
 			if drive(n) != 1 {
 				t.Fatal("not attempted")
 			}
-			if v := counterValue(t, m.notifications.WithLabelValues("refused")); v != 1 {
-				t.Fatalf("refused = %v (retried %v)", v, counterValue(t, m.notifications.WithLabelValues("retried")))
+			if v := m.count("refused"); v != 1 {
+				t.Fatalf("refused = %v (retried %v)", v, m.count("retried"))
 			}
 			e := <-rec.Events
 			if strings.Contains(e, "169.254") || strings.Contains(e, "6443") || strings.Contains(e, "token") {
@@ -201,22 +246,22 @@ func TestNotifierHostileInputs(t *testing.T) {
 }
 
 func TestNotifierQueueIsBounded(t *testing.T) {
-	n, _, _, m := testNotifier(t, notifyClient(), "", NotifySettings{QueueSize: 10, PerNamespace: 3})
+	n, _, _, m := testNotifier(t, notifyClient(), "", Settings{QueueSize: 10, PerNamespace: 3})
 	for range 5 {
-		n.send(notifyingPolicy(), "x")
+		n.Send(notifyingPolicy(), "x")
 	}
 	other := notifyingPolicy()
 	other.Namespace = "other"
-	n.send(other, "y")
+	n.Send(other, "y")
 	if len(n.queue) != 4 {
 		t.Fatalf("queued %d, want 3 of ns and 1 of other", len(n.queue))
 	}
-	if v := counterValue(t, m.notifications.WithLabelValues("dropped")); v != 2 {
+	if v := m.count("dropped"); v != 2 {
 		t.Fatalf("dropped = %v", v)
 	}
 	long := strings.Repeat("é", maxNotificationText)
-	n2, _, _, _ := testNotifier(t, notifyClient(), "", NotifySettings{})
-	n2.send(notifyingPolicy(), "%s", long)
+	n2, _, _, _ := testNotifier(t, notifyClient(), "", Settings{})
+	n2.Send(notifyingPolicy(), "%s", long)
 	if len(n2.queue[0].text) > maxNotificationText {
 		t.Fatalf("text of %d bytes queued", len(n2.queue[0].text))
 	}
@@ -229,25 +274,27 @@ func TestNotifierNeverBlocksTheCaller(t *testing.T) {
 	defer slow.Close()
 	defer close(block)
 	n, _, _, _ := testNotifier(t, notifyClient(webhookSecret(slow.URL, true)), strings.TrimPrefix(slow.URL, "http://"),
-		NotifySettings{Timeout: time.Minute})
-	n.clock = clocktesting.NewFakeClock(govStart)
+		Settings{Timeout: time.Minute})
+	n.clock = clocktesting.NewFakeClock(testStart)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = n.Start(ctx) }()
 	start := time.Now()
 	for range 100 {
-		n.send(notifyingPolicy(), "x")
+		n.Send(notifyingPolicy(), "x")
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("queuing 100 messages took %s", d)
 	}
 }
 
-func counterValue(t *testing.T, c prometheus.Counter) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
+// The webhooks' Transport takes no proxy from the environment (the
+// probes' side is TestHTTPTransportsUseNoProxy in internal/probe).
+func TestWebhookTransportUsesNoProxy(t *testing.T) {
+	t.Setenv("HTTP_PROXY", "http://proxy.invalid:3128")
+	t.Setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+	n, _, _, _ := testNotifier(t, notifyClient(), "", Settings{})
+	if tr := n.client("app").Transport.(*http.Transport); tr.Proxy != nil {
+		t.Error("the webhook transport has a Proxy")
 	}
-	return m.GetCounter().GetValue()
 }
