@@ -33,12 +33,6 @@ func newFakeProbers() *fakeProbers {
 		created: map[string]int{}, closed: map[string]int{}}
 }
 
-func (f *fakeProbers) setObservations(policy string, o ...Observation) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.observations[policy] = o
-}
-
 func (f *fakeProbers) setResults(policy string, r ...string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

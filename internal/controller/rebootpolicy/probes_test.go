@@ -72,12 +72,6 @@ func (f *fakeProbers) callCounter(policy string) *atomic.Int64 {
 	return f.calls[policy]
 }
 
-func (f *fakeProbers) counts(policy string) (created, closed int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.created[policy], f.closed[policy]
-}
-
 func (f *fakeProbers) NewProber(s probe.Spec) (probe.Prober, error) {
 	calls := f.callCounter(s.Name)
 	f.mu.Lock()
