@@ -20,6 +20,8 @@ import (
 	rebootpolicy "github.com/runbook-dev/runbook/internal/controller/rebootpolicy"
 	"github.com/runbook-dev/runbook/internal/egress"
 	"github.com/runbook-dev/runbook/internal/fingerprint"
+	"github.com/runbook-dev/runbook/internal/notify"
+	"github.com/runbook-dev/runbook/internal/probe"
 	"github.com/runbook-dev/runbook/internal/registry"
 	"github.com/runbook-dev/runbook/internal/sqlguard"
 )
@@ -130,16 +132,16 @@ func (f *rebootPolicyFlags) options(operatorNamespace string) (rebootpolicy.Opti
 		return rebootpolicy.Options{}, err
 	}
 	return rebootpolicy.Options{
-		Probes: rebootpolicy.ProbeSettings{
+		Probes: probe.Settings{
 			ExecProbeDir:         *f.execProbeDir,
 			OperatorNamespace:    operatorNamespace,
 			FingerprintKeySecret: *f.fingerprintKey,
-			SQL: rebootpolicy.SQLSettings{
+			SQL: probe.SQLSettings{
 				Limits:           sqlguard.Limits{MaxRows: *f.sqlMaxRows, MaxRowBytes: *f.sqlMaxRowBytes, MaxResultBytes: *f.sqlMaxResult},
 				AllowUnixSockets: network.AllowUnixSockets,
 				AllowPowerful:    *f.sqlPowerful,
 			},
-			Referenced: rebootpolicy.ReferencedSettings{
+			Referenced: probe.ReferencedSettings{
 				SecretsWithoutLabel: *f.secretsNoLabel, WatchSecrets: *f.watchSecrets,
 				MaxTargets: *f.refMaxTargets, MaxPerTarget: *f.refMaxPerTarget, MaxPerPolicy: *f.refMaxPerPolicy,
 			},
@@ -151,7 +153,7 @@ func (f *rebootPolicyFlags) options(operatorNamespace string) (rebootpolicy.Opti
 		MaxConcurrentReconciles: *f.workers,
 		// One throttle for every RebootPolicy of this manager.
 		Throttle: rebootpolicy.NewThrottle(*f.maxRestarts, clock.RealClock{}),
-		Notify: rebootpolicy.NotifySettings{
+		Notify: notify.Settings{
 			QueueSize: *f.notifyQueue, PerNamespace: *f.notifyPerNamespace, Attempts: *f.notifyAttempts,
 		},
 	}, nil

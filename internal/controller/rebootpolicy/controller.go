@@ -29,6 +29,8 @@ import (
 	"github.com/runbook-dev/runbook/internal/controller/status"
 	"github.com/runbook-dev/runbook/internal/egress"
 	"github.com/runbook-dev/runbook/internal/fingerprint"
+	"github.com/runbook-dev/runbook/internal/notify"
+	"github.com/runbook-dev/runbook/internal/probe"
 )
 
 // Name names the controller, its flags, logs and event reporter.
@@ -60,9 +62,9 @@ type Reconciler struct {
 	Status  *status.Writer
 	Events  status.Events
 	Clock   clock.Clock
-	Workers *Workers
+	Workers *probe.Workers
 	Metrics *Metrics
-	// ExecProbeDir mirrors ProbeSettings.ExecProbeDir, to refuse exec
+	// ExecProbeDir mirrors probe.Settings.ExecProbeDir, to refuse exec
 	// probes up front with an ExecNotAllowed condition.
 	ExecProbeDir string
 	// Limits bound what one namespace's policies may run.
@@ -74,8 +76,8 @@ type Reconciler struct {
 	// policy); References wakes referenced triggers; Notifier sends webhook
 	// messages. Setup fills them; nil Notifier sends nothing.
 	Throttle   *Throttle
-	References *refWatcher
-	Notifier   *notifier
+	References *probe.RefWatcher
+	Notifier   *notify.Notifier
 	// requests remembers the last refused (too long) restart request per
 	// RebootPolicy, so that it is reported once.
 	requests *requestLog
@@ -414,7 +416,7 @@ const DefaultMaxConcurrentReconciles = 32
 
 // Options configure the RebootPolicy controller (built from flags in main).
 type Options struct {
-	Probes ProbeSettings
+	Probes probe.Settings
 	// Network is where probes and database connections may go (admin
 	// flags); the cluster's own addresses are looked up live.
 	Network egress.Settings
@@ -433,7 +435,7 @@ type Options struct {
 	// the referenced triggers' ConfigMap watch follows.
 	Namespaces []string
 	// Notify bounds webhook notifications.
-	Notify NotifySettings
+	Notify notify.Settings
 }
 
 // Setup builds the workers and the reconciler from mgr and opts and adds
@@ -460,8 +462,8 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		return nil, err
 	}
 	events := status.Events{Recorder: mgr.GetEventRecorder(status.ReporterName(Name))}
-	notify := newNotifier(opts.Notify, mgr.GetAPIReader(), network, opts.Clock, events, opts.Metrics, mgr.GetLogger().WithName(Name+"-notify"))
-	if err := mgr.Add(notify); err != nil {
+	notifier := notify.New(opts.Notify, mgr.GetAPIReader(), network, opts.Clock, events, opts.Metrics, mgr.GetLogger().WithName(Name+"-notify"))
+	if err := mgr.Add(notifier); err != nil {
 		return nil, fmt.Errorf("adding rebootpolicy notifier: %w", err)
 	}
 	r := &Reconciler{
@@ -476,7 +478,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 		Throttle:                throttle,
 		References:              refs,
-		Notifier:                notify,
+		Notifier:                notifier,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up rebootpolicy controller: %w", err)
@@ -486,18 +488,18 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 
 // buildWorkers builds the probe workers and what referenced triggers
 // learn changes from, and adds them to mgr.
-func buildWorkers(mgr ctrl.Manager, opts Options, network *egress.Policy) (*Workers, *refWatcher, error) {
+func buildWorkers(mgr ctrl.Manager, opts Options, network *egress.Policy) (*probe.Workers, *probe.RefWatcher, error) {
 	if opts.Probes.Referenced.WatchSecrets {
-		if err := canWatchSecrets(mgr.GetAPIReader()); err != nil {
+		if err := probe.CanWatchSecrets(mgr.GetAPIReader()); err != nil {
 			return nil, nil, err
 		}
 	}
-	refs, err := newRefWatcher(mgr, opts.Namespaces, opts.Probes.Referenced.WatchSecrets)
+	refs, err := probe.NewRefWatcher(mgr, opts.Namespaces, opts.Probes.Referenced.WatchSecrets)
 	if err != nil {
 		return nil, nil, err
 	}
-	probers := newProbers(opts.Probes, mgr.GetAPIReader(), opts.Keys, network, opts.Clock).withReferences(mgr.GetClient(), refs)
-	workers := NewWorkers(opts.Clock, probers, opts.Metrics, mgr.GetLogger().WithName(Name+"-workers"))
+	probers := probe.NewProbers(opts.Probes, mgr.GetAPIReader(), opts.Keys, network, opts.Clock).WithReferences(mgr.GetClient(), refs, workloads{})
+	workers := probe.NewWorkers(opts.Clock, probers, opts.Metrics, mgr.GetLogger().WithName(Name+"-workers"))
 	if err := mgr.Add(workers); err != nil {
 		return nil, nil, fmt.Errorf("adding rebootpolicy workers: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 	weeklyv1alpha1 "github.com/runbook-dev/runbook/api/weekly/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/probe"
 )
 
 // govStart is the fake clock's start (a Thursday, 00:00 UTC).
@@ -221,7 +222,7 @@ func TestSuccessorResumesASequenceWithoutRepeating(t *testing.T) {
 func TestSettleDelayMergesABurstIntoOneRestart(t *testing.T) {
 	f := newFakeProbers()
 	k := testKeyFor(t)
-	fp := func(s string) observation { return observation{result: ok, fingerprint: k.FormatHex(s)} }
+	fp := func(s string) probe.Observation { return probe.Observation{Result: ok, Fingerprint: k.FormatHex(s)} }
 	rbp := probePolicy()
 	rbp.Spec.Policies[0].Trigger = autorebootv1alpha1.Trigger{Watch: &autorebootv1alpha1.WatchTrigger{Kind: autorebootv1alpha1.WatchConfigMap, Name: "cfg", PeriodSeconds: 1}}
 	rbp.Spec.SettleDelay = &metav1.Duration{Duration: 10 * time.Second}
@@ -309,8 +310,8 @@ func TestInvalidTimeZoneIsReported(t *testing.T) {
 func TestReferencedChangeRestartsOnlyItsTarget(t *testing.T) {
 	f := newFakeProbers()
 	k := testKeyFor(t)
-	obs := func(a, b string) observation {
-		return observation{result: ok, message: "tracking", targets: []targetObservation{{name: "d00", references: "r", fingerprint: k.FormatHex(a)}, {name: "d01", references: "r", fingerprint: k.FormatHex(b)}}}
+	obs := func(a, b string) probe.Observation {
+		return probe.Observation{Result: ok, Message: "tracking", Targets: []probe.TargetObservation{{Name: "d00", References: "r", Fingerprint: k.FormatHex(a)}, {Name: "d01", References: "r", Fingerprint: k.FormatHex(b)}}}
 	}
 	rbp := probePolicy()
 	rbp.Spec.Target = selectorTarget()

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/probe"
 )
 
 // Limits keep one namespace's RebootPolicies from exhausting the manager
@@ -32,13 +33,13 @@ type refusal struct{ reason, message string }
 func triggerPeriod(t autorebootv1alpha1.Trigger) time.Duration {
 	switch {
 	case t.Probe != nil:
-		return seconds(t.Probe.PeriodSeconds, 10)
+		return probe.Seconds(t.Probe.PeriodSeconds, 10)
 	case t.SQL != nil:
-		return seconds(t.SQL.PeriodSeconds, 30)
+		return probe.Seconds(t.SQL.PeriodSeconds, 30)
 	case t.Watch != nil:
-		return seconds(t.Watch.PeriodSeconds, 10)
+		return probe.Seconds(t.Watch.PeriodSeconds, 10)
 	case t.Referenced != nil:
-		return seconds(t.Referenced.PeriodSeconds, 10)
+		return probe.Seconds(t.Referenced.PeriodSeconds, 10)
 	}
 	return 0
 }
@@ -46,7 +47,7 @@ func triggerPeriod(t autorebootv1alpha1.Trigger) time.Duration {
 // specRefusal is the refusal that the policy's spec alone decides (the
 // same for every reconcile and every replica), if any.
 func (l Limits) specRefusal(p autorebootv1alpha1.Policy) *refusal {
-	if err := validateTrigger(p.Trigger); err != nil {
+	if err := probe.ValidateTrigger(p.Trigger); err != nil {
 		return &refusal{autorebootv1alpha1.ReasonInvalidSpec, err.Error()}
 	}
 	if l.MinPeriod > 0 && triggerPeriod(p.Trigger) < l.MinPeriod {

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/probe"
 )
 
 func tcpPolicy(name string, period int32) autorebootv1alpha1.Policy {
@@ -118,7 +119,7 @@ func TestAdmissionOnAPartialCacheIsRevisited(t *testing.T) {
 	b, c := rbp("b"), rbp("c")
 	cl := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(b, c).Build()
 	r := &Reconciler{Client: cl, Limits: Limits{MaxPerNamespace: 2},
-		Workers: NewWorkers(clock.RealClock{}, nil, nil, logr.Discard())}
+		Workers: probe.NewWorkers(clock.RealClock{}, nil, (*Metrics)(nil), logr.Discard())}
 	ctx := context.Background()
 	for _, o := range []*autorebootv1alpha1.RebootPolicy{c, b} {
 		if _, err := r.ensureWorkers(ctx, o); err != nil {

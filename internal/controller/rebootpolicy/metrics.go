@@ -10,6 +10,7 @@ import (
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 	"github.com/runbook-dev/runbook/internal/egress"
+	"github.com/runbook-dev/runbook/internal/probe"
 )
 
 // Metrics are the RebootPolicy controller's Prometheus collectors. They are
@@ -110,11 +111,11 @@ type probeMetrics struct {
 	typ     string
 }
 
-// forType returns the collectors of trigger type typ; nil when m is nil
-// (its methods then do nothing).
-func (m *Metrics) forType(typ string) *probeMetrics {
+// ForType returns the collectors of trigger type typ; a nil one when m is
+// nil (its methods then do nothing).
+func (m *Metrics) ForType(typ string) probe.TypeMetrics {
 	if m == nil {
-		return nil
+		return (*probeMetrics)(nil) // its methods do nothing
 	}
 	return &probeMetrics{
 		success:  m.probeResults.WithLabelValues(typ, autorebootv1alpha1.ResultSuccess),
@@ -127,8 +128,8 @@ func (m *Metrics) forType(typ string) *probeMetrics {
 	}
 }
 
-// observe counts one result and its duration.
-func (pm *probeMetrics) observe(result string, d time.Duration) {
+// Observe counts one result and its duration.
+func (pm *probeMetrics) Observe(result string, d time.Duration) {
 	if pm == nil {
 		return
 	}
@@ -145,15 +146,16 @@ func (pm *probeMetrics) observe(result string, d time.Duration) {
 	pm.duration.Observe(d.Seconds())
 }
 
-// observeDrift records how late a probe started (never below 0).
-func (pm *probeMetrics) observeDrift(d time.Duration) {
+// ObserveDrift records how late a probe started (never below 0).
+func (pm *probeMetrics) ObserveDrift(d time.Duration) {
 	if pm == nil {
 		return
 	}
 	pm.drift.Observe(max(d, 0).Seconds())
 }
 
-func (m *Metrics) triggerFired(typ string) {
+// TriggerFired counts a fire of a trigger of type typ.
+func (m *Metrics) TriggerFired(typ string) {
 	if m == nil {
 		return
 	}
@@ -204,7 +206,8 @@ func (m *Metrics) throttledBy(limit string) {
 	m.throttled.WithLabelValues(limit).Inc()
 }
 
-func (m *Metrics) notification(outcome string) {
+// Notification counts a webhook notification by outcome.
+func (m *Metrics) Notification(outcome string) {
 	if m == nil {
 		return
 	}

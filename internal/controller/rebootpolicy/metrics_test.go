@@ -8,6 +8,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/probe"
 )
 
 func histogramCount(t *testing.T, o prometheus.Observer) uint64 {
@@ -36,24 +37,24 @@ func TestProbeMetricsForType(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := NewMetrics()
-			pm := m.forType(typeHTTP)
+			pm := m.ForType(probe.TypeHTTP)
 			for _, r := range tc.results {
-				pm.observe(r, time.Millisecond)
+				pm.Observe(r, time.Millisecond)
 			}
-			pm.observeDrift(-time.Second) // a timer that fired early counts as on time
+			pm.ObserveDrift(-time.Second) // a timer that fired early counts as on time
 			for _, r := range []string{autorebootv1alpha1.ResultSuccess, autorebootv1alpha1.ResultFailure, autorebootv1alpha1.ResultError, "Unknown"} {
-				if got := counterValue(t, m.probeResults.WithLabelValues(typeHTTP, r)); got != tc.want[r] {
+				if got := counterValue(t, m.probeResults.WithLabelValues(probe.TypeHTTP, r)); got != tc.want[r] {
 					t.Errorf("%s: %v, want %v", r, got, tc.want[r])
 				}
-				if got := counterValue(t, m.probeResults.WithLabelValues(typeTCP, r)); got != 0 {
+				if got := counterValue(t, m.probeResults.WithLabelValues(probe.TypeTCP, r)); got != 0 {
 					t.Errorf("%s of another type: %v", r, got)
 				}
 			}
-			if got := histogramCount(t, m.probeDuration.WithLabelValues(typeHTTP)); got != uint64(len(tc.results)) {
+			if got := histogramCount(t, m.probeDuration.WithLabelValues(probe.TypeHTTP)); got != uint64(len(tc.results)) {
 				t.Errorf("durations observed %d, want %d", got, len(tc.results))
 			}
 			var d dto.Metric
-			_ = m.probeDrift.WithLabelValues(typeHTTP).(prometheus.Metric).Write(&d)
+			_ = m.probeDrift.WithLabelValues(probe.TypeHTTP).(prometheus.Metric).Write(&d)
 			if d.GetHistogram().GetSampleCount() != 1 || d.GetHistogram().GetSampleSum() != 0 {
 				t.Errorf("drift: %d samples, sum %v; want 1, 0", d.GetHistogram().GetSampleCount(), d.GetHistogram().GetSampleSum())
 			}
@@ -64,10 +65,19 @@ func TestProbeMetricsForType(t *testing.T) {
 // Without metrics (tests, tools) observing does nothing.
 func TestProbeMetricsNil(t *testing.T) {
 	var m *Metrics
-	pm := m.forType(typeHTTP)
-	if pm != nil {
+	pm := m.ForType(probe.TypeHTTP)
+	if c, _ := pm.(*probeMetrics); c != nil {
 		t.Fatal("collectors from nil metrics")
 	}
-	pm.observe(autorebootv1alpha1.ResultSuccess, time.Second)
-	pm.observeDrift(time.Second)
+	pm.Observe(autorebootv1alpha1.ResultSuccess, time.Second)
+	pm.ObserveDrift(time.Second)
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
 }

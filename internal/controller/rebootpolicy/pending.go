@@ -28,7 +28,7 @@ func (r *Reconciler) handlePending(ctx context.Context, p *pass) (ctrl.Result, [
 		if p.fresh {
 			r.Events.Warning(p.rbp, nil, autorebootv1alpha1.EventRestartSkipped, "Restart",
 				"trigger fired but no %s matches the target: the restart waits for one", p.rbp.Spec.Target.Kind)
-			r.Notifier.send(p.rbp, "RebootPolicy %s/%s fired, but no %s matches its target: the restart waits for one",
+			r.Notifier.Send(p.rbp, "RebootPolicy %s/%s fired, but no %s matches its target: the restart waits for one",
 				p.rbp.Namespace, p.rbp.Name, p.rbp.Spec.Target.Kind)
 		}
 		r.recordWaiting(p, 0)
@@ -117,7 +117,7 @@ func (r *Reconciler) announceSkipped(rbp *autorebootv1alpha1.RebootPolicy, skipp
 		r.Events.Warning(t.obj, rbp, autorebootv1alpha1.EventRestartSkipped, "Restart",
 			"RebootPolicy %s fired but this %s %s", rbp.Name, t.kind, why)
 		r.Metrics.restart(string(t.kind), "skipped", 0)
-		r.Notifier.send(rbp, "RebootPolicy %s/%s did not restart %s %s: it %s (restarted once that changes)",
+		r.Notifier.Send(rbp, "RebootPolicy %s/%s did not restart %s %s: it %s (restarted once that changes)",
 			rbp.Namespace, rbp.Name, t.kind, t.obj.GetName(), why)
 	}
 }
@@ -170,7 +170,7 @@ func (r *Reconciler) restartTargets(ctx context.Context, p *pass, granted []targ
 		// The policy's Restarted event follows the pass (flushNotes).
 		p.restarts = append(p.restarts, fmt.Sprintf("%s %s (%s)", t.kind, t.obj.GetName(), sources))
 		r.Events.Normal(t.obj, p.rbp, autorebootv1alpha1.EventRestarted, "Restart", "restarted by RebootPolicy %s (%s)", p.rbp.Name, sources)
-		r.Notifier.send(p.rbp, "RebootPolicy %s/%s restarted %s %s (%s)", p.rbp.Namespace, p.rbp.Name, t.kind, t.obj.GetName(), sources)
+		r.Notifier.Send(p.rbp, "RebootPolicy %s/%s restarted %s %s (%s)", p.rbp.Namespace, p.rbp.Name, t.kind, t.obj.GetName(), sources)
 		log.FromContext(ctx).Info("restarted target", "kind", t.kind, "target", t.obj.GetName(), "policies", sources)
 	}
 	return granted, ctrl.Result{}, nil

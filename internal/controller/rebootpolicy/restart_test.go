@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/probe"
 )
 
 // decideFor decides about one pending fire for every target, named id,
@@ -250,8 +251,8 @@ func TestFiresWhilePendingMergeWithoutStatusChange(t *testing.T) {
 	r := &Reconciler{}
 	first := time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC)
 	rbp := &autorebootv1alpha1.RebootPolicy{Status: autorebootv1alpha1.RebootPolicyStatus{Policies: []autorebootv1alpha1.PolicyStatus{{Name: "p"}}}}
-	view := func(seq uint64, at time.Time) map[string]workerView {
-		return map[string]workerView{"p": {Hash: "h", Unacked: true, State: policyState{
+	view := func(seq uint64, at time.Time) map[string]probe.WorkerView {
+		return map[string]probe.WorkerView{"p": {Hash: "h", Unacked: true, State: probe.PolicyState{
 			LastResult: fail, ConsecutiveFailures: 1, Message: "HTTP 500", TriggerHash: "h", FireSeq: seq, FiredAt: at}}}
 	}
 	acks := r.mergeWorkerStates(rbp, view(1, first), nil)

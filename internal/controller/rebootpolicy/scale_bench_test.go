@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/probe"
 )
 
 // BenchmarkHTTPProbeWorkers runs BENCH_PROBES (default 10,000) httpGet
@@ -44,10 +45,10 @@ func BenchmarkHTTPProbeWorkers(b *testing.B) {
 	srv.Start()
 	defer srv.Close()
 	host, port := splitHostPort(b, srv.Listener.Addr().String())
-	f := testProbers(b, nil, ProbeSettings{}, srv.Listener.Addr().String())
+	f := testProbers(b, nil, probe.Settings{}, srv.Listener.Addr().String())
 	for range b.N {
 		m := NewMetrics()
-		w := NewWorkers(clock.RealClock{}, f, m, logr.Discard())
+		w := probe.NewWorkers(clock.RealClock{}, f, m, logr.Discard())
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- w.Start(ctx) }()
@@ -65,8 +66,8 @@ func BenchmarkHTTPProbeWorkers(b *testing.B) {
 			tr := httpTrigger(host, port, fmt.Sprintf("/p/%d", i))
 			tr.Probe.PeriodSeconds = 1
 			// 100 probes per namespace, the default --probe-max-per-namespace.
-			key := workerKey{Object: nsName(fmt.Sprintf("ns-%d", i/100), fmt.Sprintf("rbp-%d", i)), Policy: "http"}
-			w.Ensure(key.Object, []workerSpec{{Key: key, Hash: "h", Trigger: tr}})
+			key := probe.WorkerKey{Object: nsName(fmt.Sprintf("ns-%d", i/100), fmt.Sprintf("rbp-%d", i)), Policy: "http"}
+			w.Ensure(key.Object, []probe.WorkerSpec{{Key: key, Hash: "h", Trigger: tr}})
 		}
 		time.Sleep(2 * time.Second) // past the start jitter
 		before, t0, cpu0 := served.Load(), time.Now(), processCPU(b)
@@ -77,7 +78,7 @@ func BenchmarkHTTPProbeWorkers(b *testing.B) {
 		b.ReportMetric((processCPU(b)-cpu0).Seconds()/window, "cores")
 		for _, r := range []string{autorebootv1alpha1.ResultSuccess, autorebootv1alpha1.ResultFailure, autorebootv1alpha1.ResultError} {
 			var d dto.Metric
-			_ = m.probeResults.WithLabelValues(typeHTTP, r).Write(&d)
+			_ = m.probeResults.WithLabelValues(probe.TypeHTTP, r).Write(&d)
 			b.ReportMetric(d.GetCounter().GetValue(), r)
 		}
 		cancel()

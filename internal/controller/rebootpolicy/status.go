@@ -12,6 +12,7 @@ import (
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 	"github.com/runbook-dev/runbook/internal/controller/status"
+	"github.com/runbook-dev/runbook/internal/probe"
 )
 
 // ack is a fire to acknowledge once status holds it.
@@ -53,7 +54,7 @@ func suspendPolicyStatuses(ps []autorebootv1alpha1.PolicyStatus) {
 
 // mergeWorkerStates copies the workers' published states into status and
 // returns the fires to acknowledge after the status write.
-func (r *Reconciler) mergeWorkerStates(rbp *autorebootv1alpha1.RebootPolicy, views map[string]workerView, refused map[string]refusal) []ack {
+func (r *Reconciler) mergeWorkerStates(rbp *autorebootv1alpha1.RebootPolicy, views map[string]probe.WorkerView, refused map[string]refusal) []ack {
 	var acks []ack
 	settles := changePolicies(rbp)
 	for i := range rbp.Status.Policies {
@@ -61,7 +62,7 @@ func (r *Reconciler) mergeWorkerStates(rbp *autorebootv1alpha1.RebootPolicy, vie
 		if rf, ok := refused[ps.Name]; ok {
 			ps.LastResult = autorebootv1alpha1.ResultError
 			ps.Reason = rf.reason
-			ps.Message = truncate(rf.message, 256)
+			ps.Message = probe.Truncate(rf.message, 256)
 			ps.ConsecutiveFailures = 0
 			ps.Fingerprint, ps.TriggerHash = "", ""
 			ps.Targets = nil
@@ -103,7 +104,7 @@ func mergeFire(ps *autorebootv1alpha1.PolicyStatus, at time.Time, settles bool, 
 		ps.LastTriggerTime = &metav1.Time{Time: at}
 		ps.LastChange = ""
 	}
-	ps.LastChange = mergeChange(ps.LastChange, change)
+	ps.LastChange = probe.MergeChange(ps.LastChange, change)
 	if settles {
 		ps.LastChangeTime = &metav1.Time{Time: at}
 	}
@@ -112,7 +113,7 @@ func mergeFire(ps *autorebootv1alpha1.PolicyStatus, at time.Time, settles bool, 
 // mergeTargets copies a referenced trigger's per-target baselines into
 // status: targets no longer matched are dropped, a target whose fire is
 // beyond acked becomes (or stays) pending.
-func mergeTargets(old []autorebootv1alpha1.ReferencedTargetStatus, pub map[string]targetState, acked uint64) []autorebootv1alpha1.ReferencedTargetStatus {
+func mergeTargets(old []autorebootv1alpha1.ReferencedTargetStatus, pub map[string]probe.TargetState, acked uint64) []autorebootv1alpha1.ReferencedTargetStatus {
 	byName := make(map[string]autorebootv1alpha1.ReferencedTargetStatus, len(old))
 	for _, t := range old {
 		byName[t.Name] = t
@@ -128,7 +129,7 @@ func mergeTargets(old []autorebootv1alpha1.ReferencedTargetStatus, pub map[strin
 				n.LastChange = ""
 			}
 			n.LastChangeTime = &metav1.Time{Time: ts.FiredAt}
-			n.LastChange = mergeChange(n.LastChange, ts.Change)
+			n.LastChange = probe.MergeChange(n.LastChange, ts.Change)
 		}
 		out = append(out, n)
 	}
@@ -266,7 +267,7 @@ func describeFiredTargets(kind autorebootv1alpha1.TargetKind, fired []autoreboot
 		}
 		byChange[c] = append(byChange[c], t.Name)
 	}
-	n := min(len(changes), maxListedObjects)
+	n := min(len(changes), probe.MaxListedObjects)
 	parts := make([]string, 0, n+1)
 	for _, c := range changes[:n] {
 		names := byChange[c]
@@ -363,7 +364,7 @@ type conditionInput struct {
 func setConditions(st *autorebootv1alpha1.RebootPolicyStatus, gen int64, now time.Time, in conditionInput) {
 	conds := status.NewConditions(&st.Conditions, gen, now)
 	set := func(typ string, s metav1.ConditionStatus, reason, msg string) {
-		conds.Set(typ, s, reason, truncate(msg, 1024))
+		conds.Set(typ, s, reason, probe.Truncate(msg, 1024))
 	}
 	if in.suspended {
 		set(autorebootv1alpha1.ConditionReady, metav1.ConditionFalse, autorebootv1alpha1.ReasonSuspended, "spec.suspend is true: no probing, no restarts")

@@ -210,7 +210,7 @@ func (r *Reconciler) policiesForTarget(kind autorebootv1alpha1.TargetKind) func(
 		for _, req := range out {
 			// A target changed: its template may reference other objects
 			// now (a relabelled workload may have joined a selector).
-			r.References.wakePolicy(req.NamespacedName)
+			r.References.WakePolicy(req.NamespacedName)
 		}
 		return out
 	}

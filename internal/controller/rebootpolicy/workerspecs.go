@@ -9,31 +9,32 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/probe"
 )
 
 // workerSpecs computes the desired workers of rbp from the policies
 // admitted to its namespace's share. Policies that may not run (invalid,
 // below the minimum period, beyond the namespace's share, an exec script
 // that is not allowed) are returned in refused and get no worker.
-func (r *Reconciler) workerSpecs(rbp *autorebootv1alpha1.RebootPolicy, admitted map[string]bool) ([]workerSpec, map[string]refusal) {
+func (r *Reconciler) workerSpecs(rbp *autorebootv1alpha1.RebootPolicy, admitted map[string]bool) ([]probe.WorkerSpec, map[string]refusal) {
 	nn := client.ObjectKeyFromObject(rbp)
 	byName := map[string]autorebootv1alpha1.PolicyStatus{}
 	for _, ps := range rbp.Status.Policies {
 		byName[ps.Name] = ps
 	}
 	refused := map[string]refusal{}
-	specs := make([]workerSpec, 0, len(rbp.Spec.Policies))
+	specs := make([]probe.WorkerSpec, 0, len(rbp.Spec.Policies))
 	for _, p := range rbp.Spec.Policies {
 		if rf := r.refusal(p, admitted[p.Name]); rf != nil {
 			refused[p.Name] = *rf
 			continue
 		}
 		ps := byName[p.Name]
-		spec := workerSpec{
-			Key:     workerKey{Object: nn, Policy: p.Name},
+		spec := probe.WorkerSpec{
+			Key:     probe.WorkerKey{Object: nn, Policy: p.Name},
 			Hash:    triggerHash(nn.Namespace, p.Trigger),
 			Trigger: *p.Trigger.DeepCopy(),
-			Baseline: policyState{
+			Baseline: probe.PolicyState{
 				Fingerprint: ps.Fingerprint, TriggerHash: ps.TriggerHash,
 				LastResult: ps.LastResult, Reason: ps.Reason, Message: ps.Message,
 			},
@@ -63,7 +64,7 @@ func (r *Reconciler) refusal(p autorebootv1alpha1.Policy, admitted bool) *refusa
 		if len(p.Trigger.Probe.Exec.Command) > 0 {
 			script = p.Trigger.Probe.Exec.Command[0]
 		}
-		if _, err := resolveScript(r.ExecProbeDir, script); err != nil {
+		if _, err := probe.ResolveScript(r.ExecProbeDir, script); err != nil {
 			return &refusal{autorebootv1alpha1.ReasonExecNotAllowed, err.Error()}
 		}
 	}
@@ -94,13 +95,13 @@ func referencedHash(namespace string, t autorebootv1alpha1.Trigger, target autor
 
 // targetBaselines turns the per-target status of a referenced trigger into
 // the worker's starting baselines.
-func targetBaselines(ts []autorebootv1alpha1.ReferencedTargetStatus) map[string]targetState {
+func targetBaselines(ts []autorebootv1alpha1.ReferencedTargetStatus) map[string]probe.TargetState {
 	if len(ts) == 0 {
 		return nil
 	}
-	out := make(map[string]targetState, len(ts))
+	out := make(map[string]probe.TargetState, len(ts))
 	for _, t := range ts {
-		out[t.Name] = targetState{References: t.References, Fingerprint: t.Fingerprint}
+		out[t.Name] = probe.TargetState{References: t.References, Fingerprint: t.Fingerprint}
 	}
 	return out
 }

@@ -37,6 +37,21 @@ type workloadView struct {
 	deadlineExceeded bool
 }
 
+// workloads is how referenced triggers read targets (probe.Workloads).
+type workloads struct{}
+
+func (workloads) NewObject(kind autorebootv1alpha1.TargetKind) client.Object {
+	return newTargetObject(kind)
+}
+func (workloads) NewList(kind autorebootv1alpha1.TargetKind) client.ObjectList {
+	return newTargetList(kind)
+}
+
+func (workloads) PodSpec(obj client.Object) *corev1.PodSpec {
+	v, _ := viewOf(obj)
+	return &v.template.Spec
+}
+
 // viewOf reads obj; ok is false for any other type (then nothing is a
 // target kind and the zero view answers).
 func viewOf(obj client.Object) (v workloadView, ok bool) {

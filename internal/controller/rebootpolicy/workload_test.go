@@ -69,8 +69,8 @@ func TestViewOfReadsEachKind(t *testing.T) {
 			if rolloutProgressing(tc.obj) != tc.progressing || rolloutDone(tc.obj) != tc.done {
 				t.Errorf("progressing %v done %v, want %v %v", rolloutProgressing(tc.obj), rolloutDone(tc.obj), tc.progressing, tc.done)
 			}
-			if podSpecOf(tc.obj).ServiceAccountName != tc.wantPodSpecOfSA {
-				t.Errorf("podSpecOf %q, want %q", podSpecOf(tc.obj).ServiceAccountName, tc.wantPodSpecOfSA)
+			if (workloads{}).PodSpec(tc.obj).ServiceAccountName != tc.wantPodSpecOfSA {
+				t.Errorf("podSpecOf %q, want %q", (workloads{}).PodSpec(tc.obj).ServiceAccountName, tc.wantPodSpecOfSA)
 			}
 		})
 	}

@@ -27,6 +27,7 @@ import (
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 	rbpcontroller "github.com/runbook-dev/runbook/internal/controller/rebootpolicy"
 	"github.com/runbook-dev/runbook/internal/egress"
+	"github.com/runbook-dev/runbook/internal/probe"
 )
 
 // burstManager runs a second manager in this process with the admin's
@@ -56,7 +57,7 @@ func burstManager(t *testing.T, ns string, limit int) *rbpcontroller.Reconciler 
 		t.Fatal(err)
 	}
 	r, err := rbpcontroller.Setup(mgr, rbpcontroller.Options{
-		Probes:     rbpcontroller.ProbeSettings{OperatorNamespace: operatorNamespace},
+		Probes:     probe.Settings{OperatorNamespace: operatorNamespace},
 		Network:    egress.Settings{Allow: allow},
 		Limits:     rbpcontroller.Limits{MinPeriod: time.Second, MaxPerNamespace: limit},
 		Clock:      clock.RealClock{},

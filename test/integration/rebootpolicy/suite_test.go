@@ -34,13 +34,14 @@ import (
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 	rbpcontroller "github.com/runbook-dev/runbook/internal/controller/rebootpolicy"
 	"github.com/runbook-dev/runbook/internal/egress"
+	"github.com/runbook-dev/runbook/internal/probe"
 	"github.com/runbook-dev/runbook/test/testenv"
 )
 
 var (
 	env     *testenv.Env
 	k8s     client.Client
-	workers *rbpcontroller.Workers
+	workers *probe.Workers
 	// external is the one HTTP server probes may reach: the manager is told
 	// to allow exactly its address, as an admin would allow a dependency.
 	external *externalServer
@@ -124,7 +125,7 @@ func run(m *testing.M) int {
 	}
 	// No --exec-probe-dir: exec probes must be refused.
 	r, err := rbpcontroller.Setup(mgr, rbpcontroller.Options{
-		Probes:  rbpcontroller.ProbeSettings{OperatorNamespace: operatorNamespace},
+		Probes:  probe.Settings{OperatorNamespace: operatorNamespace},
 		Network: egress.Settings{Allow: allow},
 		Limits:  rbpcontroller.Limits{MinPeriod: time.Second, MaxPerNamespace: maxPerNamespace},
 		Clock:   clock.RealClock{},
