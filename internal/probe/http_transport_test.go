@@ -435,3 +435,16 @@ func TestDialGateBoundsDialsInFlight(t *testing.T) {
 type nopConn struct{ net.Conn }
 
 func (nopConn) Close() error { return nil }
+
+// waitFor polls cond until it holds (probetest.WaitFor, which this
+// package's own tests cannot import: probetest imports probe).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

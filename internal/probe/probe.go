@@ -82,6 +82,9 @@ type Workloads interface {
 	NewList(kind autorebootv1alpha1.TargetKind) client.ObjectList
 	// PodSpec is the pod template's spec of a target.
 	PodSpec(obj client.Object) *corev1.PodSpec
+	// TemplateVersion changes whenever PodSpec may (the generation, and
+	// that of a workload the target takes its template from).
+	TemplateVersion(obj client.Object) string
 }
 
 // Settings are the manager-wide probe settings (flags in main).

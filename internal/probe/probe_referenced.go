@@ -3,9 +3,7 @@ package probe
 import (
 	"context"
 	"fmt"
-	"hash"
 	"sort"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/controller/status"
 	"github.com/runbook-dev/runbook/internal/fingerprint"
 )
 
@@ -84,7 +83,8 @@ type referencedProber struct {
 	// unwatched object was last read. Used by the worker goroutine only.
 	objects map[refKey]objectState
 	polled  map[refKey]time.Time
-	// templates caches each target's references by UID and generation.
+	// templates caches each target's references by UID and template
+	// version.
 	templates map[types.UID]templateRefs
 	// seen is each target's fingerprint as last observed: the base from
 	// which the next observation names what changed.
@@ -92,8 +92,8 @@ type referencedProber struct {
 }
 
 type templateRefs struct {
-	generation int64
-	refs       []reference
+	version string
+	refs    []reference
 }
 
 func newReferencedProber(f *Probers, s Spec) *referencedProber {
@@ -171,7 +171,7 @@ func (p *referencedProber) resolve(ctx context.Context) ([]targetRefs, *Observat
 	objs, err := p.listTargets(ctx)
 	if err != nil {
 		return nil, &Observation{Result: autorebootv1alpha1.ResultError, Reason: autorebootv1alpha1.ReasonProbeError,
-			Message: fmt.Sprintf("reading the targets failed (%s)", apiErrorReason(err))}
+			Message: fmt.Sprintf("reading the targets failed (%s)", status.APIErrorReason(err))}
 	}
 	if len(objs) > p.settings.MaxTargets {
 		o := tooManyReferences(fmt.Sprintf("%d targets match, more than the manager's maximum of %d per referenced trigger (--referenced-max-targets)",
@@ -182,8 +182,8 @@ func (p *referencedProber) resolve(ctx context.Context) ([]targetRefs, *Observat
 	out := make([]targetRefs, 0, len(objs))
 	for _, obj := range objs {
 		tr, ok := p.templates[obj.GetUID()]
-		if !ok || tr.generation != obj.GetGeneration() {
-			tr = templateRefs{generation: obj.GetGeneration(), refs: filterReferences(templateReferences(p.workloads.PodSpec(obj)), p.spec)}
+		if version := p.workloads.TemplateVersion(obj); !ok || tr.version != version {
+			tr = templateRefs{version: version, refs: p.referencesOf(obj)}
 		}
 		seen[obj.GetUID()] = tr
 		if len(tr.refs) > p.settings.MaxPerTarget {
@@ -196,6 +196,15 @@ func (p *referencedProber) resolve(ctx context.Context) ([]targetRefs, *Observat
 	p.templates = seen
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out, nil
+}
+
+// referencesOf is what the trigger tracks for one target: the objects the
+// spec lists, else the template's references filtered by kinds and exclude.
+func (p *referencedProber) referencesOf(obj client.Object) []reference {
+	if len(p.spec.Objects) > 0 {
+		return listedReferences(p.spec.Objects)
+	}
+	return filterReferences(templateReferences(p.workloads.PodSpec(obj)), p.spec)
 }
 
 func tooManyReferences(msg string) Observation {
@@ -238,206 +247,4 @@ func (p *referencedProber) listTargets(ctx context.Context) ([]client.Object, er
 		return nil
 	})
 	return out, err
-}
-
-// readObjects brings p.objects up to date for the objects in used.
-func (p *referencedProber) readObjects(ctx context.Context, key *fingerprint.Key, used map[refKey][]reference, poll bool) *Observation {
-	next := make(map[refKey]objectState, len(used))
-	for k, refs := range used {
-		st, err := p.readObject(ctx, key, k, refs, poll)
-		if err != nil {
-			return &Observation{Result: autorebootv1alpha1.ResultError, Reason: autorebootv1alpha1.ReasonProbeError,
-				Message: fmt.Sprintf("reading %s %s failed (%s)", k.kind, k.name, apiErrorReason(err))}
-		}
-		next[k] = st
-	}
-	p.objects = next
-	for k := range p.polled {
-		if _, ok := used[k]; !ok {
-			delete(p.polled, k)
-		}
-	}
-	return nil
-}
-
-// readObject returns the state of one object: its version from the watch
-// (or a metadata GET when polling is due), its data only when that version
-// is new.
-func (p *referencedProber) readObject(ctx context.Context, key *fingerprint.Key, k refKey, refs []reference, poll bool) (objectState, error) {
-	prev, known := p.objects[k]
-	sels := selections(refs)
-	var m *metav1.PartialObjectMetadata
-	var err error
-	switch {
-	case p.watcher.watches(k.kind):
-		m, err = p.watcher.metadata(ctx, k)
-	case known && !poll && p.clock.Since(p.polled[k]) < p.period:
-		return prev, nil // not due: the last read stands
-	default:
-		m, err = p.reader.readMetadata(ctx, k)
-		p.polled[k] = p.clock.Now()
-	}
-	if err != nil {
-		return objectState{}, err
-	}
-	if k.kind == autorebootv1alpha1.WatchSecret && !p.settings.SecretsWithoutLabel &&
-		(m == nil || m.Labels[autorebootv1alpha1.UsableLabel] != "true") {
-		// Missing and unlabelled look the same: a policy must not tell
-		// which Secrets exist.
-		return objectState{notUsable: true}, nil
-	}
-	if m == nil {
-		return objectState{missing: true}, nil
-	}
-	if known && prev.rv == m.ResourceVersion && hasAll(prev.fps, sels) {
-		return prev, nil
-	}
-	return p.reader.fingerprints(ctx, key, k, m.ResourceVersion, sels)
-}
-
-func selections(refs []reference) []string {
-	out := make([]string, 0, len(refs))
-	for _, r := range refs {
-		out = append(out, selection(r))
-	}
-	sort.Strings(out)
-	return out
-}
-
-func hasAll(fps map[string]string, sels []string) bool {
-	for _, s := range sels {
-		if _, ok := fps[s]; !ok {
-			return false
-		}
-	}
-	return true
-}
-
-// result fingerprints each target over its references, names what changed
-// since before, and notes what is missing or not usable.
-func (p *referencedProber) result(key *fingerprint.Key, targets []targetRefs, before map[refKey]objectState) Observation {
-	o := Observation{Result: autorebootv1alpha1.ResultSuccess, Targets: make([]TargetObservation, 0, len(targets))}
-	var missing, notUsable []string
-	objects := 0
-	for _, t := range targets {
-		var counted []reference
-		for _, r := range t.refs {
-			st := p.objects[refKey{kind: r.kind, namespace: p.policy.Namespace, name: r.name}]
-			switch {
-			case st.notUsable:
-				notUsable = appendOnce(notUsable, r.name)
-				continue
-			case st.missing && !r.optional:
-				missing = appendOnce(missing, string(r.kind)+" "+r.name)
-			}
-			counted = append(counted, r)
-		}
-		objects += len(counted)
-		fp := key.Sum(func(h hash.Hash) { p.writeTarget(h, counted) })
-		o.Targets = append(o.Targets, TargetObservation{Name: t.name, References: referencesHash(counted), Fingerprint: fp,
-			Change: p.noteChange(t.name, fp, counted, before)})
-	}
-	seen := make(map[string]string, len(o.Targets))
-	for _, to := range o.Targets {
-		seen[to.Name] = to.Fingerprint
-	}
-	p.seen = seen
-	o.Message = fmt.Sprintf("tracking %d references of %d %s", objects, len(targets), targetNoun(p.target.Kind, len(targets)))
-	switch {
-	case len(notUsable) > 0:
-		o.Reason = autorebootv1alpha1.ReasonSecretNotUsable
-		o.Message += "; not tracked: Secret " + strings.Join(notUsable, ", ") +
-			" (not labelled " + autorebootv1alpha1.UsableLabel + "=true or missing)"
-	case len(missing) > 0:
-		o.Reason = autorebootv1alpha1.ReasonReferenceNotFound
-		o.Message += "; not found: " + strings.Join(missing, ", ")
-	}
-	return o
-}
-
-// noteChange names the objects and keys of refs that differ between
-// before and now, relative to the target's fingerprint last seen. An
-// object the prober did not know before leaves the change unnamed.
-func (p *referencedProber) noteChange(target, fp string, refs []reference, before map[refKey]objectState) ChangeNote {
-	n := ChangeNote{What: "referenced data"}
-	base, ok := p.seen[target]
-	if !ok || base == fp {
-		return n
-	}
-	var cs []objectChange
-	for _, r := range refs {
-		k := refKey{kind: r.kind, namespace: p.policy.Namespace, name: r.name}
-		prev, known := before[k]
-		if !known || prev.notUsable {
-			return n
-		}
-		c, changed, ok := objectDiff(r, prev, p.objects[k])
-		if !ok {
-			return n
-		}
-		if changed {
-			cs = append(cs, c)
-		}
-	}
-	if len(cs) == 0 {
-		return n
-	}
-	n.Base, n.Text = base, describeChanges(cs)
-	return n
-}
-
-// objectDiff is what changed in the keys r uses between two states of its
-// object; ok is false when the states cannot tell.
-func objectDiff(r reference, prev, cur objectState) (c objectChange, changed, ok bool) {
-	c = objectChange{kind: r.kind, name: r.name}
-	switch {
-	case prev.missing && cur.missing:
-		return c, false, true
-	case prev.missing:
-		c.created = true
-		return c, true, true
-	case cur.missing:
-		c.deleted = true
-		return c, true, true
-	case prev.rv == cur.rv:
-		return c, false, true
-	case prev.keys == nil || cur.keys == nil:
-		return c, false, false
-	}
-	var sel []string
-	if !r.allKeys {
-		sel = r.keys
-	}
-	c.keys = fingerprint.Diff(prev.keys, cur.keys, sel)
-	return c, !c.keys.Empty(), true
-}
-
-func (p *referencedProber) writeTarget(h hash.Hash, refs []reference) {
-	for _, r := range refs {
-		st := p.objects[refKey{kind: r.kind, namespace: p.policy.Namespace, name: r.name}]
-		h.Write([]byte(r.id()))
-		h.Write([]byte{0})
-		if st.missing {
-			h.Write([]byte("missing"))
-		} else {
-			h.Write([]byte(st.fps[selection(r)]))
-		}
-		h.Write([]byte{0})
-	}
-}
-
-func appendOnce(list []string, s string) []string {
-	for _, e := range list {
-		if e == s {
-			return list
-		}
-	}
-	return append(list, s)
-}
-
-func targetNoun(kind autorebootv1alpha1.TargetKind, n int) string {
-	if n == 1 {
-		return string(kind)
-	}
-	return string(kind) + "s"
 }

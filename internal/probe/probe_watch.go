@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/controller/status"
 	"github.com/runbook-dev/runbook/internal/fingerprint"
 )
 
@@ -83,7 +84,7 @@ func (p *watchProber) read(ctx context.Context) (map[string][]byte, *Observation
 				Message: fmt.Sprintf("ConfigMap %s not found", p.spec.Name)}
 		}
 		return nil, &Observation{Result: autorebootv1alpha1.ResultError, Reason: autorebootv1alpha1.ReasonProbeError,
-			Message: fmt.Sprintf("reading ConfigMap %s failed (%s)", p.spec.Name, apiErrorReason(err))}
+			Message: fmt.Sprintf("reading ConfigMap %s failed (%s)", p.spec.Name, status.APIErrorReason(err))}
 	}
 	data := make(map[string][]byte, len(cm.Data)+len(cm.BinaryData))
 	for k, v := range cm.Data {

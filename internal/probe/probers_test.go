@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -68,6 +69,10 @@ func (testWorkloads) NewList(kind autorebootv1alpha1.TargetKind) client.ObjectLi
 		return &appsv1.DaemonSetList{}
 	}
 	return nil
+}
+
+func (testWorkloads) TemplateVersion(obj client.Object) string {
+	return strconv.FormatInt(obj.GetGeneration(), 10)
 }
 
 func (testWorkloads) PodSpec(obj client.Object) *corev1.PodSpec {

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/controller/status"
 )
 
 // RefWatcher is how referenced triggers learn of changes without polling:
@@ -79,16 +80,11 @@ func NewRefWatcher(mgr ctrl.Manager, namespaces []string, watchSecrets bool) (*R
 			return nil, fmt.Errorf("watching %s metadata: %w", k, err)
 		}
 	}
-	if err := mgr.Add(managedCache{c}); err != nil {
+	if err := mgr.Add(status.ManagedCache{Cache: c}); err != nil {
 		return nil, fmt.Errorf("adding the referenced-object cache: %w", err)
 	}
 	return w, nil
 }
-
-// managedCache makes the manager start and sync the cache with its own.
-type managedCache struct{ cache.Cache }
-
-func (m managedCache) GetCache() cache.Cache { return m.Cache }
 
 func metadataObject(kind autorebootv1alpha1.WatchKind) *metav1.PartialObjectMetadata {
 	m := &metav1.PartialObjectMetadata{}

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/controller/status"
 )
 
 // ReadUsableSecret reads a Secret of the policy's namespace live and
@@ -22,25 +23,11 @@ func ReadUsableSecret(ctx context.Context, reader client.Reader, namespace, name
 	err := reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &s)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, &Observation{Result: autorebootv1alpha1.ResultError, Reason: autorebootv1alpha1.ReasonProbeError,
-			Message: fmt.Sprintf("reading Secret %s failed (%s)", name, apiErrorReason(err))}
+			Message: fmt.Sprintf("reading Secret %s failed (%s)", name, status.APIErrorReason(err))}
 	}
 	if err != nil || s.Labels[autorebootv1alpha1.UsableLabel] != "true" {
 		return nil, &Observation{Result: autorebootv1alpha1.ResultError, Reason: autorebootv1alpha1.ReasonSecretNotUsable,
-			Message: secretNotUsableMessage(name)}
+			Message: status.SecretNotUsableMessage(name, autorebootv1alpha1.UsableLabel, "RebootPolicies")}
 	}
 	return &s, nil
-}
-
-func secretNotUsableMessage(name string) string {
-	return fmt.Sprintf("Secret %s does not exist or is not labelled %s=true (whoever may edit Secrets here adds the label to let RebootPolicies use it)",
-		name, autorebootv1alpha1.UsableLabel)
-}
-
-// apiErrorReason is the apiserver's reason for err (Forbidden,
-// ServiceUnavailable, ...), never its message.
-func apiErrorReason(err error) string {
-	if r := apierrors.ReasonForError(err); r != "" {
-		return string(r)
-	}
-	return "apiserver unreachable"
 }

@@ -6,8 +6,19 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 )
+
+// discardMetrics records nothing: these tests read the workers' state.
+type discardMetrics struct{}
+
+func (discardMetrics) ForType(string) TypeMetrics    { return discardMetrics{} }
+func (discardMetrics) TriggerFired(string)           {}
+func (discardMetrics) Observe(string, time.Duration) {}
+func (discardMetrics) ObserveDrift(time.Duration)    {}
 
 func TestPhaseOffsetSpreadsConsecutiveWorkers(t *testing.T) {
 	tests := []struct {
@@ -74,12 +85,14 @@ func TestFirstProbeIsOnThePeriodsGrid(t *testing.T) {
 // Workers get their phases in the order they are declared, counted per
 // period, so a period's workers stay spread whatever other periods run.
 func TestWorkersTakePhasesPerPeriod(t *testing.T) {
-	w := NewWorkers(nil, newFakeProbers(), discardMetrics{}, logr.Discard())
+	// Never started: no prober is made, so no factory is needed.
+	w := NewWorkers(nil, nil, discardMetrics{}, logr.Discard())
 	specOf := func(name string, period int32) WorkerSpec {
-		obj := types.NamespacedName{Namespace: "ns", Name: name}
-		s := probeSpec(obj, "p", 1, "h")
-		s.Trigger.Probe.PeriodSeconds = period
-		return s
+		return WorkerSpec{
+			Key:     WorkerKey{Object: types.NamespacedName{Namespace: "ns", Name: name}, Policy: "p"},
+			Hash:    "h",
+			Trigger: autorebootv1alpha1.Trigger{Probe: &corev1.Probe{PeriodSeconds: period, FailureThreshold: 1}},
+		}
 	}
 	declared := []struct {
 		name   string
@@ -96,42 +109,6 @@ func TestWorkersTakePhasesPerPeriod(t *testing.T) {
 		wk := w.byObj[types.NamespacedName{Namespace: "ns", Name: d.name}]["p"]
 		if wk.phase != d.want {
 			t.Errorf("%s (period %ds): phase %v, want %v", d.name, d.period, wk.phase, d.want)
-		}
-	}
-}
-
-// The workers of one RebootPolicy probe at their phases of the period:
-// the second declared half a period after the first.
-func TestWorkersProbeAtTheirPhase(t *testing.T) {
-	f := newFakeProbers()
-	w, fc := startWorkers(t, f)
-	obj := types.NamespacedName{Namespace: "ns", Name: "x"}
-	w.Ensure(obj, []WorkerSpec{probeSpec(obj, "first", 3, "h"), probeSpec(obj, "second", 3, "h")})
-	waitFor(t, "both timers set", func() bool { return fc.Waiters() == 2 })
-	steps := []struct {
-		step          time.Duration
-		first, second int64
-	}{
-		{499 * time.Millisecond, 0, 0},
-		{time.Millisecond, 0, 1},
-		{500 * time.Millisecond, 1, 1},
-		{500 * time.Millisecond, 1, 2},
-		{500 * time.Millisecond, 2, 2},
-	}
-	for i, s := range steps {
-		want := map[string]int64{"first": s.first, "second": s.second}
-		fc.Step(s.step)
-		for policy, n := range want {
-			waitFor(t, policy+" probed and published", func() bool {
-				return f.callCounter(policy).Load() == n && w.Snapshot(obj)[policy].Observed == uint64(n)
-			})
-		}
-		// The workers are back on their timers before the next step.
-		waitFor(t, "both timers set", func() bool { return fc.Waiters() == 2 })
-		for policy, n := range want {
-			if got := f.callCounter(policy).Load(); got != n {
-				t.Fatalf("step %d: %s probed %d times, want %d", i, policy, got, n)
-			}
 		}
 	}
 }

@@ -1,9 +1,7 @@
-package probe
+package probe_test
 
 import (
 	"context"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,89 +12,18 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/probe"
+	"github.com/runbook-dev/runbook/internal/probe/probetest"
 )
 
-// fakeProbers hands out probers whose results the test scripts.
-type fakeProbers struct {
-	mu      sync.Mutex
-	results map[string][]string // by policy name; the last result repeats
-	// observations, when set for a policy, are returned instead (the last
-	// repeats): change and referenced triggers need fingerprints.
-	observations map[string][]Observation
-	calls        map[string]*atomic.Int64
-	created      map[string]int
-	closed       map[string]int
-}
+const (
+	ok   = autorebootv1alpha1.ResultSuccess
+	fail = autorebootv1alpha1.ResultFailure
+)
 
-func newFakeProbers() *fakeProbers {
-	return &fakeProbers{results: map[string][]string{}, observations: map[string][]Observation{}, calls: map[string]*atomic.Int64{},
-		created: map[string]int{}, closed: map[string]int{}}
-}
-
-func (f *fakeProbers) setResults(policy string, r ...string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.results[policy] = r
-}
-
-func (f *fakeProbers) callCounter(policy string) *atomic.Int64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.calls[policy] == nil {
-		f.calls[policy] = &atomic.Int64{}
-	}
-	return f.calls[policy]
-}
-
-func (f *fakeProbers) counts(policy string) (created, closed int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.created[policy], f.closed[policy]
-}
-
-func (f *fakeProbers) NewProber(s Spec) (Prober, error) {
-	calls := f.callCounter(s.Name)
-	f.mu.Lock()
-	f.created[s.Name]++
-	f.mu.Unlock()
-	return &fakeProber{f: f, policy: s.Name, calls: calls}, nil
-}
-
-type fakeProber struct {
-	f      *fakeProbers
-	policy string
-	calls  *atomic.Int64
-}
-
-func (p *fakeProber) Kind() string { return "fake" }
-func (p *fakeProber) Close() {
-	p.f.mu.Lock()
-	p.f.closed[p.policy]++
-	p.f.mu.Unlock()
-}
-func (p *fakeProber) Probe(context.Context) Observation {
-	n := p.calls.Add(1)
-	p.f.mu.Lock()
-	r := p.f.results[p.policy]
-	obs := p.f.observations[p.policy]
-	p.f.mu.Unlock()
-	if len(obs) > 0 {
-		return obs[min(int(n-1), len(obs)-1)]
-	}
-	res := ok
-	if len(r) > 0 {
-		i := int(n - 1)
-		if i >= len(r) {
-			i = len(r) - 1
-		}
-		res = r[i]
-	}
-	return Observation{Result: res, Message: res}
-}
-
-func probeSpec(obj types.NamespacedName, policy string, failureThreshold int32, hash string) WorkerSpec {
-	return WorkerSpec{
-		Key:  WorkerKey{Object: obj, Policy: policy},
+func probeSpec(obj types.NamespacedName, policy string, failureThreshold int32, hash string) probe.WorkerSpec {
+	return probe.WorkerSpec{
+		Key:  probe.WorkerKey{Object: obj, Policy: policy},
 		Hash: hash,
 		Trigger: autorebootv1alpha1.Trigger{Probe: &corev1.Probe{
 			ProbeHandler:     corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Host: "127.0.0.1", Port: intstr.FromInt(1)}},
@@ -106,74 +33,38 @@ func probeSpec(obj types.NamespacedName, policy string, failureThreshold int32, 
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+func startWorkers(t *testing.T, f probe.Factory) (*probe.Workers, *clocktesting.FakeClock) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// tick advances the fake clock by one period once the worker waits on its
-// timer, and waits until the worker has published the probe's result (not
-// merely started the probe).
-func tick(t *testing.T, fc *clocktesting.FakeClock, w *Workers, obj types.NamespacedName, policy string) {
-	t.Helper()
-	before := w.Snapshot(obj)[policy].Observed
-	waitFor(t, "worker timer", fc.HasWaiters)
-	fc.Step(time.Second)
-	waitFor(t, "result published", func() bool { return w.Snapshot(obj)[policy].Observed > before })
-}
-
-// discardMetrics records nothing: these tests read the workers' state.
-type discardMetrics struct{}
-
-func (discardMetrics) ForType(string) TypeMetrics    { return discardMetrics{} }
-func (discardMetrics) TriggerFired(string)           {}
-func (discardMetrics) Observe(string, time.Duration) {}
-func (discardMetrics) ObserveDrift(time.Duration)    {}
-
-func startWorkers(t *testing.T, f Factory) (*Workers, *clocktesting.FakeClock) {
-	t.Helper()
-	fc := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	w := NewWorkers(fc, f, discardMetrics{}, logr.Discard())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = w.Start(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return w, fc
+	return probetest.StartWorkers(t, f, probetest.DiscardMetrics{})
 }
 
 func TestWorkersLifecycle(t *testing.T) {
-	f := newFakeProbers()
+	f := probetest.NewProbers()
 	w, _ := startWorkers(t, f)
 	a := types.NamespacedName{Namespace: "ns", Name: "a"}
 	b := types.NamespacedName{Namespace: "ns", Name: "b"}
 
-	w.Ensure(a, []WorkerSpec{probeSpec(a, "p1", 3, "h1"), probeSpec(a, "p2", 3, "h2")})
-	w.Ensure(b, []WorkerSpec{probeSpec(b, "p1", 3, "h1")})
+	w.Ensure(a, []probe.WorkerSpec{probeSpec(a, "p1", 3, "h1"), probeSpec(a, "p2", 3, "h2")})
+	w.Ensure(b, []probe.WorkerSpec{probeSpec(b, "p1", 3, "h1")})
 	if got := w.Len(); got != 3 {
 		t.Fatalf("workers = %d (%v), want 3", got, w.Keys())
 	}
-	waitFor(t, "probers created", func() bool { c, _ := f.counts("p2"); return c == 1 })
+	probetest.WaitFor(t, "probers created", func() bool { c, _ := f.Counts("p2"); return c == 1 })
 
 	// Same spec again: nothing restarts.
-	w.Ensure(a, []WorkerSpec{probeSpec(a, "p1", 3, "h1"), probeSpec(a, "p2", 3, "h2")})
-	if c, cl := f.counts("p2"); c != 1 || cl != 0 {
+	w.Ensure(a, []probe.WorkerSpec{probeSpec(a, "p1", 3, "h1"), probeSpec(a, "p2", 3, "h2")})
+	if c, cl := f.Counts("p2"); c != 1 || cl != 0 {
 		t.Fatalf("unchanged spec restarted p2: created %d closed %d", c, cl)
 	}
 	// Only p2 of a changes: only it restarts.
-	w.Ensure(a, []WorkerSpec{probeSpec(a, "p1", 3, "h1"), probeSpec(a, "p2", 3, "h2-new")})
-	waitFor(t, "p2 restarted", func() bool { c, cl := f.counts("p2"); return c == 2 && cl == 1 })
+	w.Ensure(a, []probe.WorkerSpec{probeSpec(a, "p1", 3, "h1"), probeSpec(a, "p2", 3, "h2-new")})
+	probetest.WaitFor(t, "p2 restarted", func() bool { c, cl := f.Counts("p2"); return c == 2 && cl == 1 })
 	want := []string{"ns/a/p1@h1", "ns/a/p2@h2-new", "ns/b/p1@h1"}
 	if got := w.Keys(); len(got) != 3 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
 		t.Fatalf("keys = %v, want %v", got, want)
 	}
 	// A policy removed from the spec stops.
-	w.Ensure(a, []WorkerSpec{probeSpec(a, "p2", 3, "h2-new")})
+	w.Ensure(a, []probe.WorkerSpec{probeSpec(a, "p2", 3, "h2-new")})
 	if got := w.Keys(); len(got) != 2 {
 		t.Fatalf("keys after removing p1 of a = %v", got)
 	}
@@ -182,16 +73,16 @@ func TestWorkersLifecycle(t *testing.T) {
 	if got := w.Keys(); len(got) != 1 || got[0] != "ns/b/p1@h1" {
 		t.Fatalf("keys after removing a = %v", got)
 	}
-	waitFor(t, "a's probers closed", func() bool { _, cl := f.counts("p2"); return cl == 2 })
+	probetest.WaitFor(t, "a's probers closed", func() bool { _, cl := f.Counts("p2"); return cl == 2 })
 }
 
 func TestWorkersDeclaredBeforeStartRunWhenLeading(t *testing.T) {
-	f := newFakeProbers()
+	f := probetest.NewProbers()
 	fc := clocktesting.NewFakeClock(time.Now())
-	w := NewWorkers(fc, f, discardMetrics{}, logr.Discard())
+	w := probe.NewWorkers(fc, f, probetest.DiscardMetrics{}, logr.Discard())
 	obj := types.NamespacedName{Namespace: "ns", Name: "x"}
-	w.Ensure(obj, []WorkerSpec{probeSpec(obj, "early", 3, "h")})
-	if c, _ := f.counts("early"); c != 0 {
+	w.Ensure(obj, []probe.WorkerSpec{probeSpec(obj, "early", 3, "h")})
+	if c, _ := f.Counts("early"); c != 0 {
 		t.Fatal("a worker started before the manager started the runnable (not leader)")
 	}
 	if !w.NeedLeaderElection() {
@@ -200,21 +91,21 @@ func TestWorkersDeclaredBeforeStartRunWhenLeading(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = w.Start(ctx); close(done) }()
-	waitFor(t, "worker started", func() bool { c, _ := f.counts("early"); return c == 1 })
+	probetest.WaitFor(t, "worker started", func() bool { c, _ := f.Counts("early"); return c == 1 })
 	cancel()
 	<-done
-	if _, cl := f.counts("early"); cl != 1 {
+	if _, cl := f.Counts("early"); cl != 1 {
 		t.Fatal("worker not stopped when the manager stopped")
 	}
 }
 
 func TestWorkerPublishesOnlyTransitions(t *testing.T) {
-	f := newFakeProbers()
+	f := probetest.NewProbers()
 	w, fc := startWorkers(t, f)
 	obj := types.NamespacedName{Namespace: "ns", Name: "x"}
-	w.Ensure(obj, []WorkerSpec{probeSpec(obj, "steady", 3, "h")})
+	w.Ensure(obj, []probe.WorkerSpec{probeSpec(obj, "steady", 3, "h")})
 	for range 50 {
-		tick(t, fc, w, obj, "steady")
+		probetest.Tick(t, fc, w, obj, "steady")
 	}
 	events := len(w.Events())
 	if events != 1 {
@@ -227,18 +118,18 @@ func TestWorkerPublishesOnlyTransitions(t *testing.T) {
 }
 
 func TestWorkerFiresAtThresholdAndAck(t *testing.T) {
-	f := newFakeProbers()
-	f.setResults("p", ok, fail, fail, fail, fail)
+	f := probetest.NewProbers()
+	f.SetResults("p", ok, fail, fail, fail, fail)
 	w, fc := startWorkers(t, f)
 	obj := types.NamespacedName{Namespace: "ns", Name: "x"}
-	w.Ensure(obj, []WorkerSpec{probeSpec(obj, "p", 3, "h")})
+	w.Ensure(obj, []probe.WorkerSpec{probeSpec(obj, "p", 3, "h")})
 	for range 3 {
-		tick(t, fc, w, obj, "p")
+		probetest.Tick(t, fc, w, obj, "p")
 	}
 	if v := w.Snapshot(obj)["p"]; v.State.FireSeq != 0 || v.State.LastResult != fail || v.State.ConsecutiveFailures != 1 {
 		t.Fatalf("after 2 failures: %+v", v)
 	}
-	tick(t, fc, w, obj, "p")
+	probetest.Tick(t, fc, w, obj, "p")
 	v := w.Snapshot(obj)["p"]
 	if v.State.FireSeq != 1 || !v.Unacked || v.State.ConsecutiveFailures != 3 {
 		t.Fatalf("after 3 failures: %+v", v)
@@ -255,7 +146,7 @@ func TestWorkerFiresAtThresholdAndAck(t *testing.T) {
 		t.Fatal("ack not applied")
 	}
 	// One more failure: below the threshold again, no new fire.
-	tick(t, fc, w, obj, "p")
+	probetest.Tick(t, fc, w, obj, "p")
 	if v := w.Snapshot(obj)["p"]; v.State.FireSeq != 1 || v.Unacked {
 		t.Fatalf("fired again after one failure: %+v", v)
 	}
@@ -265,11 +156,11 @@ func TestWorkerFiresAtThresholdAndAck(t *testing.T) {
 // notify the controller) on every period: the fires would merge into that
 // restart. Once status says the restart is done, the next failure fires.
 func TestWorkerMergesFiresWhileTheRestartIsDue(t *testing.T) {
-	f := newFakeProbers()
-	f.setResults("p", fail)
+	f := probetest.NewProbers()
+	f.SetResults("p", fail)
 	w, fc := startWorkers(t, f)
 	obj := types.NamespacedName{Namespace: "ns", Name: "x"}
-	w.Ensure(obj, []WorkerSpec{probeSpec(obj, "p", 1, "h")})
+	w.Ensure(obj, []probe.WorkerSpec{probeSpec(obj, "p", 1, "h")})
 	expect := func(step string, seq uint64, notifications int) {
 		t.Helper()
 		if v := w.Snapshot(obj)["p"]; v.State.FireSeq != seq {
@@ -282,52 +173,28 @@ func TestWorkerMergesFiresWhileTheRestartIsDue(t *testing.T) {
 			<-w.Events()
 		}
 	}
-	tick(t, fc, w, obj, "p")
+	probetest.Tick(t, fc, w, obj, "p")
 	expect("first failure", 1, 1)
 	for range 3 {
-		tick(t, fc, w, obj, "p")
+		probetest.Tick(t, fc, w, obj, "p")
 	}
 	expect("failures before the fire is in status", 1, 0)
 	w.Ack(obj, "p", "h", 1)
 	w.MarkPending(obj, "p", true)
 	for range 3 {
-		tick(t, fc, w, obj, "p")
+		probetest.Tick(t, fc, w, obj, "p")
 	}
 	expect("failures while status holds the restart pending", 1, 0)
 	w.MarkPending(obj, "p", false)
-	tick(t, fc, w, obj, "p")
+	probetest.Tick(t, fc, w, obj, "p")
 	expect("first failure after the restart", 2, 1)
 	w.MarkPending(obj, "other", true) // an unknown policy is ignored
 }
 
-func TestWorkerChangeBaselineFromStatus(t *testing.T) {
-	spec := WorkerSpec{
-		Key:      WorkerKey{Object: types.NamespacedName{Namespace: "ns", Name: "x"}, Policy: "q"},
-		Hash:     "h1",
-		Trigger:  autorebootv1alpha1.Trigger{SQL: &autorebootv1alpha1.SQLTrigger{Query: "select 1", PeriodSeconds: 1, TimeoutSeconds: 1}},
-		Baseline: PolicyState{Fingerprint: "abc", TriggerHash: "h1", LastResult: ok},
-	}
-	if st := newTriggerStateFor(spec); st.published.Fingerprint != "abc" {
-		t.Fatalf("baseline not restored: %+v", st.published)
-	}
-	spec.Hash = "h2" // the query changed: the old baseline does not apply
-	if st := newTriggerStateFor(spec); st.published.Fingerprint != "" {
-		t.Fatalf("stale baseline kept after a trigger change: %+v", st.published)
-	}
-}
-
-func TestWorkerSchedule(t *testing.T) {
-	wk := &worker{spec: WorkerSpec{Trigger: autorebootv1alpha1.Trigger{Probe: &corev1.Probe{PeriodSeconds: 2, TimeoutSeconds: 5, InitialDelaySeconds: 7}}}}
-	period, timeout, delay := wk.schedule()
-	if period != 2*time.Second || timeout != 2*time.Second || delay != 7*time.Second {
-		t.Fatalf("schedule = %s %s %s (timeout must not exceed the period)", period, timeout, delay)
-	}
-}
-
 func TestStartWithAnEndedContextLaunchesNothing(t *testing.T) {
-	w := NewWorkers(clocktesting.NewFakeClock(time.Now()), newFakeProbers(), discardMetrics{}, logr.Discard())
+	w := probe.NewWorkers(clocktesting.NewFakeClock(time.Now()), probetest.NewProbers(), probetest.DiscardMetrics{}, logr.Discard())
 	obj := types.NamespacedName{Namespace: "ns", Name: "a"}
-	w.Ensure(obj, []WorkerSpec{probeSpec(obj, "p", 1, "h")})
+	w.Ensure(obj, []probe.WorkerSpec{probeSpec(obj, "p", 1, "h")})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := w.Start(ctx); err != nil {
@@ -335,5 +202,41 @@ func TestStartWithAnEndedContextLaunchesNothing(t *testing.T) {
 	}
 	if w.Len() != 1 {
 		t.Fatalf("%d workers declared, want 1 (declared, never launched)", w.Len())
+	}
+}
+
+// The workers of one RebootPolicy probe at their phases of the period:
+// the second declared half a period after the first.
+func TestWorkersProbeAtTheirPhase(t *testing.T) {
+	f := probetest.NewProbers()
+	w, fc := startWorkers(t, f)
+	obj := types.NamespacedName{Namespace: "ns", Name: "x"}
+	w.Ensure(obj, []probe.WorkerSpec{probeSpec(obj, "first", 3, "h"), probeSpec(obj, "second", 3, "h")})
+	probetest.WaitFor(t, "both timers set", func() bool { return fc.Waiters() == 2 })
+	steps := []struct {
+		step          time.Duration
+		first, second int64
+	}{
+		{499 * time.Millisecond, 0, 0},
+		{time.Millisecond, 0, 1},
+		{500 * time.Millisecond, 1, 1},
+		{500 * time.Millisecond, 1, 2},
+		{500 * time.Millisecond, 2, 2},
+	}
+	for i, s := range steps {
+		want := map[string]int64{"first": s.first, "second": s.second}
+		fc.Step(s.step)
+		for policy, n := range want {
+			probetest.WaitFor(t, policy+" probed and published", func() bool {
+				return f.Calls(policy).Load() == n && w.Snapshot(obj)[policy].Observed == uint64(n)
+			})
+		}
+		// The workers are back on their timers before the next step.
+		probetest.WaitFor(t, "both timers set", func() bool { return fc.Waiters() == 2 })
+		for policy, n := range want {
+			if got := f.Calls(policy).Load(); got != n {
+				t.Fatalf("step %d: %s probed %d times, want %d", i, policy, got, n)
+			}
+		}
 	}
 }

@@ -43,6 +43,12 @@ func ServiceMonitorCRD() string {
 	return filepath.Join(RepoRoot(), "test", "testdata", "crds", "monitoring.coreos.com_servicemonitors.yaml")
 }
 
+// CertificateCRD is cert-manager's Certificate CRD, generated from its API
+// types (make cert-manager-crd).
+func CertificateCRD() string {
+	return filepath.Join(RepoRoot(), "test", "testdata", "crds", "cert-manager.io_certificates.yaml")
+}
+
 // PrometheusRuleCRD is prometheus-operator's PrometheusRule CRD, generated
 // from its API types (make prometheusrule-crd).
 func PrometheusRuleCRD() string {

@@ -1,6 +1,9 @@
-// Package status is what the three controllers share to report on their
-// objects, written once: conditions stamped by the injected clock, a status
-// writer that never writes from a stale copy, and event helpers.
+// Package status is the controllers' shared kit, written once: conditions
+// stamped by the injected clock, a status writer that never writes from a
+// stale copy, event helpers (one reconcile's events collected and recorded
+// once, bounded), the names of field managers and event reporters, and the
+// small helpers every controller needs the same way (InvalidSpecError,
+// APIErrorReason, SecretNotUsableMessage, ManagedCache).
 //
 // A status computed from the informer cache may be computed from a copy that
 // has not seen the controller's own previous write yet. A merge patch of
