@@ -147,7 +147,7 @@ const (
 )
 
 // TargetKind is the kind of workload a RebootPolicy restarts.
-// +kubebuilder:validation:Enum=Deployment;StatefulSet;DaemonSet
+// +kubebuilder:validation:Enum=Deployment;StatefulSet;DaemonSet;Rollout
 type TargetKind string
 
 // Target kinds.
@@ -159,9 +159,11 @@ const (
 
 // TargetRef names the workloads to restart, in the RebootPolicy's namespace.
 // +kubebuilder:validation:XValidation:rule="has(self.name) != has(self.selector)",message="target: set exactly one of name or selector"
+// +kubebuilder:validation:XValidation:rule="!has(self.apiVersion) || (self.kind == 'Rollout') == (self.apiVersion == 'argoproj.io/v1alpha1')",message="target.apiVersion must be argoproj.io/v1alpha1 for kind Rollout and apps/v1 for the other kinds"
 type TargetRef struct {
-	// APIVersion of the target; only apps/v1 is supported.
-	// +kubebuilder:validation:Enum=apps/v1
+	// APIVersion of the target: apps/v1, or argoproj.io/v1alpha1 for an
+	// Argo Rollouts Rollout.
+	// +kubebuilder:validation:Enum=apps/v1;argoproj.io/v1alpha1
 	// +kubebuilder:default="apps/v1"
 	// +optional
 	APIVersion string `json:"apiVersion,omitempty"`
@@ -372,6 +374,24 @@ type RebootPolicySpec struct {
 	// Notify sends a message per restart or skipped restart.
 	// +optional
 	Notify *NotifySpec `json:"notify,omitempty"`
+
+	// Approval Required keeps every pending restart waiting until
+	// `kubectl runbook approve` (the approve annotation); Automatic (the
+	// default) restarts as the rules allow.
+	// +kubebuilder:default=Automatic
+	// +optional
+	Approval ApprovalMode `json:"approval,omitempty"`
+
+	// BlockingAlerts holds pending restarts while any of these Prometheus
+	// alerts fires for this RebootPolicy's namespace (a firing ALERTS
+	// series whose namespace label is the policy's own), as the Prometheus
+	// of the manager's --prometheus-url answers. A Prometheus that cannot
+	// be asked holds them too (AlertsUnavailable); so does a manager
+	// without --prometheus-url (AlertsNotConfigured).
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=set
+	// +optional
+	BlockingAlerts []AlertName `json:"blockingAlerts,omitempty"`
 }
 
 // PolicyStatus is the observed state of one policy. It is written on
@@ -468,6 +488,16 @@ type RebootPolicyStatus struct {
 	// when it waits for the settle delay or a restart window.
 	// +optional
 	NextRestartTime *metav1.Time `json:"nextRestartTime,omitempty"`
+	// Rollout is the health gate of a sequence (spec.rollout.maxConcurrent).
+	// +optional
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
+	// Approval records approvals (spec.approval Required).
+	// +optional
+	Approval *ApprovalStatus `json:"approval,omitempty"`
+	// BlockingAlerts says why pending restarts wait for the alerts gate
+	// (spec.blockingAlerts); unset while they do not.
+	// +optional
+	BlockingAlerts *BlockingAlertsStatus `json:"blockingAlerts,omitempty"`
 }
 
 // RebootPolicy restarts a workload (like `kubectl rollout restart`) when one

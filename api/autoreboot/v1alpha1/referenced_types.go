@@ -33,6 +33,25 @@ type ReferencedTrigger struct {
 	// +kubebuilder:default=10
 	// +optional
 	PeriodSeconds int32 `json:"periodSeconds,omitempty"`
+	// Objects, when set, replaces the targets' own references: exactly
+	// these objects of the namespace are tracked, every key of each,
+	// whether or not the pod template uses them; kinds and exclude are
+	// then not used. The Reloader compatibility mode sets it from the
+	// workload's annotations.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=128
+	// +optional
+	Objects []ReferencedObject `json:"objects,omitempty"`
+}
+
+// ReferencedObject names a ConfigMap or Secret of the namespace.
+type ReferencedObject struct {
+	// Kind of the object.
+	Kind WatchKind `json:"kind"`
+	// Name of the object.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
 }
 
 // ReferenceExclusion names a referenced object that is not tracked.

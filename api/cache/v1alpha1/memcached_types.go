@@ -62,6 +62,8 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.antiAffinity) || self.antiAffinity == 'None' || !has(self.affinity) || !has(self.affinity.podAntiAffinity)",message="set either the antiAffinity preset or affinity.podAntiAffinity, not both (use antiAffinity: None with a custom podAntiAffinity)"
 // +kubebuilder:validation:XValidation:rule="!has(self.exporter) || !has(self.exporter.serviceMonitor) || !self.exporter.serviceMonitor.enabled || self.exporter.enabled",message="exporter.serviceMonitor.enabled requires exporter.enabled"
 // +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.exporter) || !self.exporter.enabled",message="auth cannot be combined with exporter.enabled: the memcached exporter cannot authenticate (it speaks neither memcached's ASCII auth nor SASL); restrict clients with tls.clientCA instead, which the exporter satisfies"
+// +kubebuilder:validation:XValidation:rule="!has(self.warmRestart) || !self.warmRestart || !has(self.extraArgs) || !self.extraArgs.exists(a, a.matches('^(-[ACFLMWXkr]*e|--memory-f(i(le?)?)?(=|$))'))",message="warmRestart manages memcached's memory file: extraArgs must not set -e/--memory-file with it"
+// +kubebuilder:validation:XValidation:rule="!has(self.warmRestart) || !self.warmRestart || !has(self.memoryMiB) || self.memoryMiB >= 39",message="warmRestart needs memoryMiB of at least 39: memcached preallocates a 1 MiB page per slab class on its memory file"
 // +kubebuilder:validation:XValidation:rule="!has(self.preStopDelaySeconds) || self.preStopDelaySeconds < (has(self.terminationGracePeriodSeconds) ? self.terminationGracePeriodSeconds : 30)",message="preStopDelaySeconds must be shorter than terminationGracePeriodSeconds (30 when unset): the delay counts against the grace period"
 type MemcachedSpec struct {
 	// WorkloadKind runs the instances as a Deployment (the default) or as a
@@ -218,6 +220,13 @@ type MemcachedSpec struct {
 	// scrapers) to the instances.
 	// +optional
 	NetworkPolicy *NetworkPolicySpec `json:"networkPolicy,omitempty"`
+
+	// WarmRestart keeps the items across a restart of the memcached
+	// container: memcached keeps its item memory in a file on a
+	// memory-backed volume (memcached -e) and saves it when stopped with
+	// SIGUSR1. See warmrestart_types.go and docs/memcached.md.
+	// +optional
+	WarmRestart bool `json:"warmRestart,omitempty"`
 
 	PodOverrides `json:",inline"`
 }
@@ -402,11 +411,27 @@ type MemcachedStatus struct {
 	// +optional
 	Auth *bool `json:"auth,omitempty"`
 
-	// Conditions: Available, Progressing, Degraded.
+	// TLSCertificate is the serving certificate of spec.tls and how its
+	// last renewal reached the instances; absent without TLS.
+	// +optional
+	TLSCertificate *CertificateStatus `json:"tlsCertificate,omitempty"`
+
+	// IssuedCertificate is the cert-manager Certificate the controller
+	// owns for spec.tls.issuerRef; absent without one.
+	// +optional
+	IssuedCertificate *IssuedCertificateStatus `json:"issuedCertificate,omitempty"`
+
+	// Conditions: Available, Progressing, Degraded, and CertificateReady
+	// with tls.issuerRef.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// LastRestart is the latest restart of a memcached container of a
+	// Memcached with warmRestart, and whether it kept the items.
+	// +optional
+	LastRestart *RestartStatus `json:"lastRestart,omitempty"`
 }
 
 // Memcached runs a memcached cache: a Deployment (or StatefulSet) of size

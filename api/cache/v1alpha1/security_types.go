@@ -36,12 +36,15 @@ const (
 
 // TLSSpec configures TLS (memcached -Z). Every client connection must use
 // TLS; plaintext connections fail.
+// +kubebuilder:validation:XValidation:rule="!has(self.dnsNames) || has(self.issuerRef)",message="tls.dnsNames needs tls.issuerRef (they are the names of the issued certificate)"
 type TLSSpec struct {
 	// SecretName is a Secret in the Memcached's namespace with the keys
 	// tls.crt (the certificate chain, PEM) and tls.key (its private key,
 	// PEM): a kubernetes.io/tls Secret, such as cert-manager writes. It
-	// must carry the label cache.runbook.dev/usable=true. A change of its
-	// data (a renewal) replaces the instances one at a time.
+	// must carry the label cache.runbook.dev/usable=true. With issuerRef it
+	// is the Secret the owned Certificate writes (and labels). A renewal
+	// under the same issuer is loaded in place; a new issuer replaces the
+	// instances one at a time.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
@@ -58,6 +61,25 @@ type TLSSpec struct {
 	// +kubebuilder:default="TLS1.2"
 	// +optional
 	MinVersion TLSVersion `json:"minVersion,omitempty"`
+
+	// IssuerRef makes the controller own a cert-manager Certificate,
+	// named after the Memcached, that this issuer signs into secretName;
+	// the Secret is labelled usable through the Certificate's
+	// secretTemplate. secretName must not be an existing Secret the
+	// Certificate did not issue. See docs/memcached.md.
+	// +optional
+	IssuerRef *IssuerReference `json:"issuerRef,omitempty"`
+
+	// DNSNames of the issued certificate (with issuerRef only). Default:
+	// the names of the Memcached's Service (name, name.namespace,
+	// name.namespace.svc, name.namespace.svc.<cluster domain>) and, for a
+	// StatefulSet, the wildcards of its instances under the Service. Each
+	// entry must be one of those names or a name under the Service.
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=253
+	// +listType=atomic
+	// +optional
+	DNSNames []string `json:"dnsNames,omitempty"`
 }
 
 // SecretKeySelector names one key of a Secret in the Memcached's namespace.

@@ -151,6 +151,15 @@ type NSScalerSpec struct {
 	// Prices turn status.savings into money (see SavingsPrices).
 	// +optional
 	Prices *SavingsPrices `json:"prices,omitempty"`
+
+	// SelfService lets the selected namespaces' teams wake their own
+	// namespace with a WakeRequest, within limits (see SelfService).
+	// +optional
+	SelfService *SelfService `json:"selfService,omitempty"`
+	// GitOps pauses the Flux and Argo CD objects that manage a namespace
+	// while it is parked (see GitOpsSpec).
+	// +optional
+	GitOps *GitOpsSpec `json:"gitOps,omitempty"`
 }
 
 // Condition types of an NSScaler.
@@ -367,6 +376,19 @@ type NSScalerStatus struct {
 	// Savings is what parking did not run (see SavingsStatus).
 	// +optional
 	Savings *SavingsStatus `json:"savings,omitempty"`
+
+	// TenantWakes are the WakeRequest grants in force.
+	// +optional
+	TenantWakes []TenantWake `json:"tenantWakes,omitempty"`
+
+	// SelfServiceGrants are the WakeRequest grants of the last 24 hours,
+	// per namespace (what selfService.maxPerDay counts).
+	// +optional
+	SelfServiceGrants []SelfServiceGrants `json:"selfServiceGrants,omitempty"`
+	// GitOps reports the GitOps objects paused for parked namespaces
+	// (spec.gitOps).
+	// +optional
+	GitOps *GitOpsStatus `json:"gitOps,omitempty"`
 }
 
 // NSScaler parks every workload of the selected namespaces except a

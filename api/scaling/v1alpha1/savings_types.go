@@ -68,6 +68,23 @@ type NamespaceSavings struct {
 	// rateSince).
 	// +optional
 	RateSince *metav1.Time `json:"rateSince,omitempty"`
+
+	// Daily are the namespace's closed intervals per UTC day since
+	// status.savings.namespaceDailyFrom, oldest first; a day without an
+	// entry saved nothing.
+	// +optional
+	// +listType=map
+	// +listMapKey=day
+	Daily []DailySavings `json:"daily,omitempty"`
+}
+
+// DailySavings are the savings of the intervals closed in one UTC day (the
+// part of each interval that falls in it).
+type DailySavings struct {
+	// Day is the UTC day, YYYY-MM-DD.
+	Day string `json:"day"`
+
+	SavingsTotals `json:",inline"`
 }
 
 // SavingsStatus is an NSScaler's savings report. The controller writes it
@@ -93,6 +110,26 @@ type SavingsStatus struct {
 	// +listType=map
 	// +listMapKey=namespace
 	Namespaces []NamespaceSavings `json:"namespaces,omitempty"`
+
+	// DailyFrom is when daily began: the NSScaler's daily entries hold every
+	// part of a closed interval after it (the first park counted, the first
+	// write by a manager that keeps them, or the start of the oldest day
+	// kept).
+	// +optional
+	DailyFrom *metav1.Time `json:"dailyFrom,omitempty"`
+
+	// Daily are the closed intervals of every namespace per UTC day, oldest
+	// first, for the last days (at most 35; older days are dropped).
+	// +optional
+	// +listType=map
+	// +listMapKey=day
+	Daily []DailySavings `json:"daily,omitempty"`
+
+	// NamespaceDailyFrom is when the namespaces' daily entries begin: at or
+	// after dailyFrom, later when their number had to be bounded (the
+	// oldest days of every namespace go first, the NSScaler's daily stays).
+	// +optional
+	NamespaceDailyFrom *metav1.Time `json:"namespaceDailyFrom,omitempty"`
 
 	// Money is the closed totals and the current rate priced with
 	// spec.prices; absent without prices.
