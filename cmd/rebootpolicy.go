@@ -17,6 +17,7 @@ import (
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 
+	"github.com/runbook-dev/runbook/internal/alerts"
 	rebootpolicy "github.com/runbook-dev/runbook/internal/controller/rebootpolicy"
 	"github.com/runbook-dev/runbook/internal/egress"
 	"github.com/runbook-dev/runbook/internal/fingerprint"
@@ -31,7 +32,8 @@ import (
 func registerRebootPolicy(reg *registry.Registry, scheme *runtime.Scheme, fs *flag.FlagSet, shared sharedFlags) {
 	utilruntime.Must(autorebootv1alpha1.AddToScheme(scheme))
 	flags := bindRebootPolicyFlags(fs)
-	reg.Add("rebootpolicy", func(mgr ctrl.Manager) error {
+	compat := bindReloaderCompatFlags(fs)
+	reg.Add(rebootpolicy.Name, func(mgr ctrl.Manager) error {
 		opts, err := flags.options(*shared.operatorNamespace)
 		if err != nil {
 			return err
@@ -44,8 +46,10 @@ func registerRebootPolicy(reg *registry.Registry, scheme *runtime.Scheme, fs *fl
 		if err := opts.Metrics.Register(crmetrics.Registry); err != nil {
 			return err
 		}
-		_, err = rebootpolicy.Setup(mgr, opts)
-		return err
+		if _, err = rebootpolicy.Setup(mgr, opts); err != nil {
+			return err
+		}
+		return setupReloaderCompat(mgr, compat, opts.Namespaces)
 	})
 }
 
@@ -76,6 +80,11 @@ type rebootPolicyFlags struct {
 	notifyQueue        *int
 	notifyPerNamespace *int
 	notifyAttempts     *int
+	// The admin's Prometheus for spec.blockingAlerts.
+	prometheusURL      *string
+	prometheusToken    *string
+	prometheusCA       *string
+	prometheusInterval *time.Duration
 }
 
 func bindRebootPolicyFlags(fs *flag.FlagSet) *rebootPolicyFlags {
@@ -122,6 +131,14 @@ func bindRebootPolicyFlags(fs *flag.FlagSet) *rebootPolicyFlags {
 		notifyPerNamespace: fs.Int("notify-queue-per-namespace", 32,
 			"Most webhook notifications of one namespace waiting to be sent; more are dropped."),
 		notifyAttempts: fs.Int("notify-attempts", 5, "Attempts per webhook notification (back-off from 1s, doubling, up to 1m)."),
+		prometheusURL: fs.String("prometheus-url", "",
+			"Prometheus HTTP API that RebootPolicies' spec.blockingAlerts are checked against (e.g. http://prometheus-k8s.monitoring.svc:9090); empty: such policies hold their restarts (AlertsNotConfigured)."),
+		prometheusToken: fs.String("prometheus-bearer-token-file", "",
+			"File with a bearer token for --prometheus-url, read before each query (e.g. the manager's projected service-account token)."),
+		prometheusCA: fs.String("prometheus-ca-file", "",
+			"PEM CA bundle an https --prometheus-url's certificate must chain to (default: the system's)."),
+		prometheusInterval: fs.Duration("prometheus-interval", alerts.DefaultInterval,
+			"How often the firing alerts of a namespace are asked for while a RebootPolicy there has a restart held by spec.blockingAlerts (one query per namespace)."),
 	}
 }
 
@@ -155,6 +172,9 @@ func (f *rebootPolicyFlags) options(operatorNamespace string) (rebootpolicy.Opti
 		Throttle: rebootpolicy.NewThrottle(*f.maxRestarts, clock.RealClock{}),
 		Notify: notify.Settings{
 			QueueSize: *f.notifyQueue, PerNamespace: *f.notifyPerNamespace, Attempts: *f.notifyAttempts,
+		},
+		Alerts: alerts.Settings{
+			URL: *f.prometheusURL, BearerTokenFile: *f.prometheusToken, CAFile: *f.prometheusCA, Interval: *f.prometheusInterval,
 		},
 	}, nil
 }

@@ -16,6 +16,7 @@ import (
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 	weeklyv1alpha1 "github.com/runbook-dev/runbook/api/weekly/v1alpha1"
 	"github.com/runbook-dev/runbook/internal/probe"
+	"github.com/runbook-dev/runbook/internal/probe/probetest"
 )
 
 // govStart is the fake clock's start (a Thursday, 00:00 UTC).
@@ -150,8 +151,8 @@ func restartedNames(t *testing.T, fx *reconcileFixture, n int) []string {
 }
 
 func TestMaxConcurrentOneRestartsOneAtATime(t *testing.T) {
-	f := newFakeProbers()
-	f.setResults("health", ok)
+	f := probetest.NewProbers()
+	f.SetResults("health", ok)
 	rbp := pendingPolicy(govStart.Add(-time.Second))
 	rbp.Spec.Target = selectorTarget()
 	rbp.Spec.Rollout = &autorebootv1alpha1.RolloutSpec{MaxConcurrent: ptr.To[int32](1)}
@@ -178,8 +179,8 @@ func TestMaxConcurrentOneRestartsOneAtATime(t *testing.T) {
 // throttle, rebuilt from the workloads) repeats no restart and keeps the
 // limit for the one still rolling out.
 func TestSuccessorResumesASequenceWithoutRepeating(t *testing.T) {
-	f := newFakeProbers()
-	f.setResults("health", ok)
+	f := probetest.NewProbers()
+	f.SetResults("health", ok)
 	rbp := pendingPolicy(govStart.Add(-time.Second))
 	rbp.Spec.Target = selectorTarget()
 	rbp.Spec.Rollout = &autorebootv1alpha1.RolloutSpec{MaxConcurrent: ptr.To[int32](1)}
@@ -220,22 +221,22 @@ func TestSuccessorResumesASequenceWithoutRepeating(t *testing.T) {
 }
 
 func TestSettleDelayMergesABurstIntoOneRestart(t *testing.T) {
-	f := newFakeProbers()
+	f := probetest.NewProbers()
 	k := testKeyFor(t)
 	fp := func(s string) probe.Observation { return probe.Observation{Result: ok, Fingerprint: k.FormatHex(s)} }
 	rbp := probePolicy()
 	rbp.Spec.Policies[0].Trigger = autorebootv1alpha1.Trigger{Watch: &autorebootv1alpha1.WatchTrigger{Kind: autorebootv1alpha1.WatchConfigMap, Name: "cfg", PeriodSeconds: 1}}
 	rbp.Spec.SettleDelay = &metav1.Duration{Duration: 10 * time.Second}
 	rbp.Spec.MinRestartInterval = &metav1.Duration{}
-	f.setObservations("health", fp("01"))
+	f.SetObservations("health", fp("01"))
 	fx := newReconcileFixture(t, f, rbp, rolledOutDeployment(govStart.Add(-time.Hour)))
 	nn := fx.req.NamespacedName
 	fx.reconcile(t)
-	tick(t, fx.fc, fx.r.Workers, nn, "health") // baseline
+	probetest.Tick(t, fx.fc, fx.r.Workers, nn, "health") // baseline
 	fx.reconcile(t)
 	for i, v := range []string{"02", "03", "04"} { // three edits, 3 s apart
-		f.setObservations("health", fp(v))
-		tick(t, fx.fc, fx.r.Workers, nn, "health")
+		f.SetObservations("health", fp(v))
+		probetest.Tick(t, fx.fc, fx.r.Workers, nn, "health")
 		res := fx.reconcile(t)
 		if res.RequeueAfter != 10*time.Second {
 			t.Fatalf("edit %d: requeue after %s, want the full settle delay", i, res.RequeueAfter)
@@ -244,8 +245,8 @@ func TestSettleDelayMergesABurstIntoOneRestart(t *testing.T) {
 			t.Fatalf("restarted during the burst (edit %d)", i)
 		}
 		if i < 2 {
-			tick(t, fx.fc, fx.r.Workers, nn, "health")
-			tick(t, fx.fc, fx.r.Workers, nn, "health")
+			probetest.Tick(t, fx.fc, fx.r.Workers, nn, "health")
+			probetest.Tick(t, fx.fc, fx.r.Workers, nn, "health")
 		}
 	}
 	st := fx.rbp(t).Status
@@ -268,8 +269,8 @@ func condReason(rbp *autorebootv1alpha1.RebootPolicy) string {
 }
 
 func TestFireOutsideTheWindowRestartsAtItsOpening(t *testing.T) {
-	f := newFakeProbers()
-	f.setResults("health", ok)
+	f := probetest.NewProbers()
+	f.SetResults("health", ok)
 	rbp := pendingPolicy(govStart.Add(-time.Second))
 	// The clock starts on a Thursday at 00:00 UTC; 01:30 in Berlin is
 	// 00:30 UTC.
@@ -296,7 +297,7 @@ func TestFireOutsideTheWindowRestartsAtItsOpening(t *testing.T) {
 }
 
 func TestInvalidTimeZoneIsReported(t *testing.T) {
-	f := newFakeProbers()
+	f := probetest.NewProbers()
 	rbp := probePolicy()
 	rbp.Spec.RestartSchedule = &weeklyv1alpha1.Schedule{TimeZone: "Nowhere/Atlantis", Windows: []weeklyv1alpha1.Window{{From: "01:00", To: "02:00"}}}
 	fx := newReconcileFixture(t, f, rbp, rolledOutDeployment(govStart.Add(-time.Hour)))
@@ -308,7 +309,7 @@ func TestInvalidTimeZoneIsReported(t *testing.T) {
 }
 
 func TestReferencedChangeRestartsOnlyItsTarget(t *testing.T) {
-	f := newFakeProbers()
+	f := probetest.NewProbers()
 	k := testKeyFor(t)
 	obs := func(a, b string) probe.Observation {
 		return probe.Observation{Result: ok, Message: "tracking", Targets: []probe.TargetObservation{{Name: "d00", References: "r", Fingerprint: k.FormatHex(a)}, {Name: "d01", References: "r", Fingerprint: k.FormatHex(b)}}}
@@ -317,17 +318,17 @@ func TestReferencedChangeRestartsOnlyItsTarget(t *testing.T) {
 	rbp.Spec.Target = selectorTarget()
 	rbp.Spec.Policies[0].Trigger = autorebootv1alpha1.Trigger{Referenced: &autorebootv1alpha1.ReferencedTrigger{PeriodSeconds: 1}}
 	rbp.Spec.MinRestartInterval = &metav1.Duration{}
-	f.setObservations("health", obs("01", "02"))
+	f.SetObservations("health", obs("01", "02"))
 	fx := newReconcileFixture(t, f, append(selectorDeployments(2), rbp)...)
 	nn := fx.req.NamespacedName
 	fx.reconcile(t)
-	tick(t, fx.fc, fx.r.Workers, nn, "health")
+	probetest.Tick(t, fx.fc, fx.r.Workers, nn, "health")
 	fx.reconcile(t)
 	if ts := fx.rbp(t).Status.Policies[0].Targets; len(ts) != 2 || ts[0].Fingerprint == "" || ts[0].PendingTrigger {
 		t.Fatalf("baselines: %+v", ts)
 	}
-	f.setObservations("health", obs("01", "12"))
-	tick(t, fx.fc, fx.r.Workers, nn, "health")
+	f.SetObservations("health", obs("01", "12"))
+	probetest.Tick(t, fx.fc, fx.r.Workers, nn, "health")
 	before := len(fx.log.get())
 	fx.reconcile(t)
 	if got := restartedNames(t, fx, 2); len(got) != 1 || got[0] != "d01" {
@@ -348,8 +349,8 @@ func TestReferencedChangeRestartsOnlyItsTarget(t *testing.T) {
 }
 
 func TestRestartRequestIsTakenOnceInOneStatusWrite(t *testing.T) {
-	f := newFakeProbers()
-	f.setResults("health", ok)
+	f := probetest.NewProbers()
+	f.SetResults("health", ok)
 	rbp := probePolicy()
 	rbp.Spec.MinRestartInterval = &metav1.Duration{}
 	rbp.Spec.SettleDelay = &metav1.Duration{Duration: time.Hour} // a request does not settle
@@ -401,8 +402,8 @@ func TestRestartRequestIsTakenOnceInOneStatusWrite(t *testing.T) {
 
 // A request respects the windows: taken at once, acted on at the opening.
 func TestRestartRequestWaitsForTheWindow(t *testing.T) {
-	f := newFakeProbers()
-	f.setResults("health", ok)
+	f := probetest.NewProbers()
+	f.SetResults("health", ok)
 	rbp := probePolicy()
 	rbp.Annotations = map[string]string{autorebootv1alpha1.RestartRequestAnnotation: "n-1"}
 	rbp.Spec.RestartSchedule = &weeklyv1alpha1.Schedule{Windows: []weeklyv1alpha1.Window{everyDay("01:00", "02:00")}}

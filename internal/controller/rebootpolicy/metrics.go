@@ -31,6 +31,8 @@ type Metrics struct {
 	restartRequests  prometheus.Counter
 	pendingMu        sync.Mutex
 	pendingByPolicy  map[types.NamespacedName]int
+	// gate: the health gate's and approvals' collectors (gatemetrics.go).
+	gate *gateMetrics
 }
 
 // NewMetrics builds the collectors.
@@ -85,6 +87,7 @@ func NewMetrics() *Metrics {
 			Help: "Restart requests (the restart-request annotation) taken.",
 		}),
 		pendingByPolicy: map[types.NamespacedName]int{},
+		gate:            newGateMetrics(),
 	}
 }
 
@@ -93,6 +96,11 @@ func NewMetrics() *Metrics {
 func (m *Metrics) Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.probeResults, m.probeDuration, m.probeDrift, m.triggers, m.restarts, m.restartLatency, m.dialsDenied,
 		m.pendingRestarts, m.restartsInFlight, m.throttled, m.notifications, m.restartRequests} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	for _, c := range m.gate.collectors() {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,7 +27,7 @@ func (r *Reconciler) handlePending(ctx context.Context, p *pass) (ctrl.Result, [
 	nn := client.ObjectKeyFromObject(p.rbp)
 	if len(p.targets) == 0 {
 		if p.fresh {
-			r.Events.Warning(p.rbp, nil, autorebootv1alpha1.EventRestartSkipped, "Restart",
+			p.events.Warning(p.rbp, nil, autorebootv1alpha1.EventRestartSkipped, "Restart",
 				"trigger fired but no %s matches the target: the restart waits for one", p.rbp.Spec.Target.Kind)
 			r.Notifier.Send(p.rbp, "RebootPolicy %s/%s fired, but no %s matches its target: the restart waits for one",
 				p.rbp.Namespace, p.rbp.Name, p.rbp.Spec.Target.Kind)
@@ -36,7 +37,7 @@ func (r *Reconciler) handlePending(ctx context.Context, p *pass) (ctrl.Result, [
 	}
 	if p.fresh {
 		// Once per trigger: the condition keeps saying it afterwards.
-		r.announceSkipped(p.rbp, d.skipped)
+		r.announceSkipped(p, d.skipped)
 	}
 	recognised := recogniseDone(&p.rbp.Status, d)
 	granted, throttled := r.admit(p, nn)
@@ -106,15 +107,16 @@ func (r *Reconciler) recordWaiting(p *pass, waiting int) {
 	r.Metrics.setPending(client.ObjectKeyFromObject(p.rbp), waiting)
 }
 
-func (r *Reconciler) announceSkipped(rbp *autorebootv1alpha1.RebootPolicy, skipped []targetInfo) {
+func (r *Reconciler) announceSkipped(p *pass, skipped []targetInfo) {
+	rbp := p.rbp
 	for _, t := range skipped {
 		why := "is paused"
 		if t.onDelete {
 			why = "uses the OnDelete update strategy"
 		}
-		r.Events.Warning(rbp, t.obj, autorebootv1alpha1.EventRestartSkipped, "Restart",
+		p.events.Warning(rbp, t.obj, autorebootv1alpha1.EventRestartSkipped, "Restart",
 			"%s %s %s: not restarted until that changes", t.kind, t.obj.GetName(), why)
-		r.Events.Warning(t.obj, rbp, autorebootv1alpha1.EventRestartSkipped, "Restart",
+		p.events.Warning(t.obj, rbp, autorebootv1alpha1.EventRestartSkipped, "Restart",
 			"RebootPolicy %s fired but this %s %s", rbp.Name, t.kind, why)
 		r.Metrics.restart(string(t.kind), "skipped", 0)
 		r.Notifier.Send(rbp, "RebootPolicy %s/%s did not restart %s %s: it %s (restarted once that changes)",
@@ -155,7 +157,7 @@ func (r *Reconciler) restartTargets(ctx context.Context, p *pass, granted []targ
 				// Target changed since it was read: decide again.
 				return granted[:i], ctrl.Result{RequeueAfter: staleRetry}, errStaleCache
 			}
-			r.Events.Warning(p.rbp, t.obj, autorebootv1alpha1.EventRestartFailed, "Restart", "%v", err)
+			p.events.Warning(p.rbp, t.obj, autorebootv1alpha1.EventRestartFailed, "Restart", "%v", err)
 			r.Metrics.restart(string(t.kind), "failed", 0)
 			p.in.restartFailed = err.Error()
 			// Targets restarted so far carry the restart id; the retry
@@ -169,9 +171,64 @@ func (r *Reconciler) restartTargets(ctx context.Context, p *pass, granted []targ
 		r.Metrics.restart(string(t.kind), "restarted", p.now.Sub(earliest(p.work.forTarget(t.obj.GetName()))))
 		// The policy's Restarted event follows the pass (flushNotes).
 		p.restarts = append(p.restarts, fmt.Sprintf("%s %s (%s)", t.kind, t.obj.GetName(), sources))
-		r.Events.Normal(t.obj, p.rbp, autorebootv1alpha1.EventRestarted, "Restart", "restarted by RebootPolicy %s (%s)", p.rbp.Name, sources)
+		p.events.Normal(t.obj, p.rbp, autorebootv1alpha1.EventRestarted, "Restart", "restarted by RebootPolicy %s (%s)", p.rbp.Name, sources)
 		r.Notifier.Send(p.rbp, "RebootPolicy %s/%s restarted %s %s (%s)", p.rbp.Namespace, p.rbp.Name, t.kind, t.obj.GetName(), sources)
 		log.FromContext(ctx).Info("restarted target", "kind", t.kind, "target", t.obj.GetName(), "policies", sources)
 	}
 	return granted, ctrl.Result{}, nil
+}
+
+// pendingSince reports whether a trigger is pending and since when.
+func pendingSince(ps []autorebootv1alpha1.PolicyStatus) (since metav1.Time, pending bool) {
+	for _, p := range ps {
+		if !p.PendingTrigger {
+			continue
+		}
+		t := metav1.Time{}
+		if p.LastTriggerTime != nil {
+			t = *p.LastTriggerTime
+		}
+		if !pending || t.Before(&since) {
+			since = t
+		}
+		pending = true
+	}
+	return since, pending
+}
+
+// pendingSources names what a target's restart is for: the pending
+// policies (those of referenced triggers with a pending change of this
+// target) and a restart request.
+func pendingSources(st *autorebootv1alpha1.RebootPolicyStatus, target string) string {
+	type source struct{ name, change string }
+	var srcs []source
+	for _, p := range st.Policies {
+		if p.PendingTrigger {
+			srcs = append(srcs, source{p.Name, p.LastChange})
+			continue
+		}
+		for _, t := range p.Targets {
+			if t.Name == target && t.PendingTrigger {
+				srcs = append(srcs, source{p.Name, t.LastChange})
+			}
+		}
+	}
+	sort.Slice(srcs, func(i, j int) bool { return srcs[i].name < srcs[j].name })
+	names := make([]string, 0, len(srcs))
+	for _, s := range srcs {
+		if s.change != "" {
+			// What changed, so that the restart says why.
+			names = append(names, s.name+" ("+s.change+")")
+		} else {
+			names = append(names, s.name)
+		}
+	}
+	out := "policies: " + strings.Join(names, ",")
+	if st.RestartRequestPending {
+		if len(names) == 0 {
+			return "restart request " + st.LastRestartRequest
+		}
+		out += "; restart request " + st.LastRestartRequest
+	}
+	return out
 }

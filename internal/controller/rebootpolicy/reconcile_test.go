@@ -27,6 +27,7 @@ import (
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 	"github.com/runbook-dev/runbook/internal/controller/status"
+	"github.com/runbook-dev/runbook/internal/probe/probetest"
 )
 
 // writeLog records the order of writes the reconciler makes.
@@ -76,7 +77,7 @@ type reconcileFixture struct {
 // newStatusWriterFor is a fresh status writer (a new leader's).
 func newStatusWriterFor(c client.Client) *status.Writer { return status.NewWriter(c, c, FieldManager) }
 
-func newReconcileFixture(t *testing.T, f *fakeProbers, objs ...client.Object) *reconcileFixture {
+func newReconcileFixture(t *testing.T, f *probetest.Probers, objs ...client.Object) *reconcileFixture {
 	t.Helper()
 	wl := &writeLog{}
 	rec := events.NewFakeRecorder(100)
@@ -105,7 +106,7 @@ func newReconcileFixture(t *testing.T, f *fakeProbers, objs ...client.Object) *r
 				return c.SubResource(sub).Patch(ctx, obj, p, opts...)
 			},
 		}).Build()
-	w, fc := startWorkers(t, f)
+	w, fc := probetest.StartWorkers(t, f, NewMetrics())
 	r := &Reconciler{Client: c, Status: status.NewWriter(c, c, FieldManager), Events: status.Events{Recorder: rec},
 		Clock: fc, Workers: w, Metrics: NewMetrics(), Throttle: NewThrottle(0, fc), requests: newRequestLog()}
 	return &reconcileFixture{r: r, c: c, log: wl, fc: fc,
@@ -171,13 +172,13 @@ func rolledOutDeployment(created time.Time) *appsv1.Deployment {
 }
 
 func TestFireIsPersistedBeforeTheTargetIsPatched(t *testing.T) {
-	f := newFakeProbers()
-	f.setResults("health", fail)
+	f := probetest.NewProbers()
+	f.SetResults("health", fail)
 	created := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	fx := newReconcileFixture(t, f, probePolicy(), rolledOutDeployment(created))
 	fx.reconcile(t) // starts the worker
 	for !fx.r.Workers.Snapshot(fx.req.NamespacedName)["health"].Unacked {
-		tick(t, fx.fc, fx.r.Workers, fx.req.NamespacedName, "health")
+		probetest.Tick(t, fx.fc, fx.r.Workers, fx.req.NamespacedName, "health")
 	}
 	before := len(fx.log.get())
 	fx.reconcile(t)
@@ -204,12 +205,12 @@ func TestFireIsPersistedBeforeTheTargetIsPatched(t *testing.T) {
 // after the restart patch: a write refused as stale reports nothing (the
 // retry finds the same transition and reports it, once).
 func TestFireEventsFollowTheWriteThatRecordsThem(t *testing.T) {
-	f := newFakeProbers()
-	f.setResults("health", fail)
+	f := probetest.NewProbers()
+	f.SetResults("health", fail)
 	fx := newReconcileFixture(t, f, probePolicy(), rolledOutDeployment(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)))
 	fx.reconcile(t) // starts the worker
 	for !fx.r.Workers.Snapshot(fx.req.NamespacedName)["health"].Unacked {
-		tick(t, fx.fc, fx.r.Workers, fx.req.NamespacedName, "health")
+		probetest.Tick(t, fx.fc, fx.r.Workers, fx.req.NamespacedName, "health")
 	}
 	drainEvents(fx)
 	fx.log.mu.Lock()
@@ -264,8 +265,8 @@ func TestSuccessorRecognisesARestartWhoseStatusWasLost(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFakeProbers()
-			f.setResults("health", ok)
+			f := probetest.NewProbers()
+			f.SetResults("health", ok)
 			triggered := now.Add(-2 * time.Second)
 			rbp := pendingPolicy(triggered)
 			dep := rolledOutDeployment(now.Add(-time.Hour))
@@ -297,8 +298,8 @@ func TestSuccessorRecognisesARestartWhoseStatusWasLost(t *testing.T) {
 
 func TestPendingTriggerWaitsForAPausedTarget(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	f := newFakeProbers()
-	f.setResults("health", ok)
+	f := probetest.NewProbers()
+	f.SetResults("health", ok)
 	dep := rolledOutDeployment(now.Add(-time.Hour))
 	dep.Spec.Paused = true
 	fx := newReconcileFixture(t, f, pendingPolicy(now.Add(-time.Second)), dep)
@@ -326,8 +327,8 @@ func TestPendingTriggerWaitsForAPausedTarget(t *testing.T) {
 
 func TestPendingTriggerWaitsForAMissingTarget(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	f := newFakeProbers()
-	f.setResults("health", ok)
+	f := probetest.NewProbers()
+	f.SetResults("health", ok)
 	fx := newReconcileFixture(t, f, pendingPolicy(now.Add(-10*time.Second)))
 	fx.reconcile(t)
 	rbp := fx.rbp(t)
@@ -365,8 +366,8 @@ func conditionOf(rbp *autorebootv1alpha1.RebootPolicy, typ string) *metav1.Condi
 // template, or the second rolls nothing.
 func TestSecondRestartInTheSameInstantChangesTheTemplate(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) // the fake clock's start
-	f := newFakeProbers()
-	f.setResults("health", ok)
+	f := probetest.NewProbers()
+	f.SetResults("health", ok)
 	rbp := pendingPolicy(now)
 	rbp.Spec.MinRestartInterval = &metav1.Duration{}
 	dep := rolledOutDeployment(now.Add(-time.Hour))
@@ -399,8 +400,8 @@ func TestRestartStampKeepsSubSeconds(t *testing.T) {
 // waits exactly the rest of it, then restarts once.
 func TestCooldownWaitsTheRestOfTheIntervalOnTheInjectedClock(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) // the fake clock's start
-	f := newFakeProbers()
-	f.setResults("health", ok)
+	f := probetest.NewProbers()
+	f.SetResults("health", ok)
 	dep := rolledOutDeployment(now.Add(-time.Hour))
 	lastRestart := now.Add(-20 * time.Second)
 	dep.Spec.Template.Annotations = map[string]string{autorebootv1alpha1.RestartedAtAnnotation: lastRestart.Format(time.RFC3339Nano)}

@@ -30,7 +30,7 @@ func (r *Reconciler) takeRestartRequest(p *pass) {
 	if len(v) > autorebootv1alpha1.MaxRestartRequestLength {
 		// Never copied into status (a tenant would inflate it); said once.
 		if r.requests.first(client.ObjectKeyFromObject(p.rbp), v) {
-			r.Events.Warning(p.rbp, nil, autorebootv1alpha1.EventRestartRequestInvalid, "Restart",
+			p.events.Warning(p.rbp, nil, autorebootv1alpha1.EventRestartRequestInvalid, "Restart",
 				"the %s annotation has %d characters, more than %d: ignored", autorebootv1alpha1.RestartRequestAnnotation,
 				len(v), autorebootv1alpha1.MaxRestartRequestLength)
 		}
@@ -39,7 +39,7 @@ func (r *Reconciler) takeRestartRequest(p *pass) {
 	st.LastRestartRequest = v
 	if p.rbp.Spec.Suspend {
 		// Taken and dropped, like any change while suspended.
-		r.Events.Warning(p.rbp, nil, autorebootv1alpha1.EventRestartSkipped, "Restart", "restart request %s ignored: the RebootPolicy is suspended", v)
+		p.events.Warning(p.rbp, nil, autorebootv1alpha1.EventRestartSkipped, "Restart", "restart request %s ignored: the RebootPolicy is suspended", v)
 		return
 	}
 	st.RestartRequestPending = true

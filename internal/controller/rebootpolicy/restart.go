@@ -169,6 +169,9 @@ func restartStamp(now time.Time) string {
 // restartTarget patches one workload's pod template and returns the
 // restartedAt stamp it set.
 func (r *Reconciler) restartTarget(ctx context.Context, t targetInfo, now time.Time, id string) (time.Time, error) {
+	if t.kind == autorebootv1alpha1.KindRollout {
+		return r.restartRollout(ctx, t, now, id)
+	}
 	if !t.restartedAt.IsZero() && restartStamp(now) == restartStamp(t.restartedAt) {
 		// Same clock reading as the last restart (a coarse clock): the
 		// template must still change.

@@ -28,7 +28,8 @@ const (
 	// still being removed.
 	rolloutFinishing
 	// rolloutStuck: the rollout of the observed spec stopped making
-	// progress: a Deployment past its progressDeadlineSeconds, or a
+	// progress or waits for a human: a Deployment past its
+	// progressDeadlineSeconds, a Degraded or paused Rollout, or a
 	// StatefulSet or DaemonSet whose rollout status has not moved for
 	// stallDeadline plus its minReadySeconds (they have no deadline of
 	// their own; their update halts on a pod that never becomes ready).
@@ -46,6 +47,8 @@ func (p rolloutPhase) inProgress() bool { return p == rolloutRolling }
 // rollout is in progress and while its replicas are not yet available, so
 // that the limit bounds the unavailability restarts cause; a stuck
 // rollout has ended like a complete one, since waiting will not end it.
+// In a health-gated sequence (halt.go) a stuck restart also halts the
+// sequence: it frees its slot, but the next target does not take it.
 func (p rolloutPhase) over() bool { return p == rolloutComplete || p == rolloutStuck }
 
 // phase classifies the rollout of the workload v views (generation is the
@@ -60,6 +63,11 @@ func (v workloadView) phase(isTarget bool, generation int64, stalled bool) rollo
 		// observed: a restart it has not seen yet is rolling.
 		return rolloutRolling
 	case v.deadlineExceeded || stalled:
+		return rolloutStuck
+	case v.restarting:
+		// A Rollout replaces its pods for spec.restartAt while paused too.
+		return rolloutRolling
+	case v.halted:
 		return rolloutStuck
 	case v.updated < v.wantUpdated():
 		return rolloutRolling
@@ -112,7 +120,10 @@ func newStallTracker() *stallTracker {
 
 // stallsByClock: the kinds whose stuck rollouts only time can tell.
 func (v workloadView) stallsByClock() bool {
-	return v.kind == autorebootv1alpha1.KindStatefulSet || v.kind == autorebootv1alpha1.KindDaemonSet
+	return v.kind == autorebootv1alpha1.KindStatefulSet || v.kind == autorebootv1alpha1.KindDaemonSet ||
+		// A Rollout's progress deadline does not cover its restarts (pod
+		// evictions a PodDisruptionBudget may refuse for ever).
+		v.kind == autorebootv1alpha1.KindRollout
 }
 
 func (v workloadView) status(generation int64) rolloutStatus {

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/controller/status"
 )
 
 // targetInfo is what the restart decision needs to know about a workload.
@@ -49,13 +50,13 @@ func (r *Reconciler) resolveTargets(ctx context.Context, rbp *autorebootv1alpha1
 	}
 	sel, err := metav1.LabelSelectorAsSelector(t.Selector.LabelSelector())
 	if err != nil {
-		return nil, &invalidSpecError{msg: "target.selector: " + err.Error()}
+		return nil, &status.InvalidSpecError{Msg: "target.selector: " + err.Error()}
 	}
 	list := newTargetList(t.Kind)
 	if list == nil {
 		return nil, fmt.Errorf("unsupported target kind %q", t.Kind)
 	}
-	if err := r.Client.List(ctx, list, client.InNamespace(rbp.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+	if err := r.targetReader(t.Kind).List(ctx, list, client.InNamespace(rbp.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
 		return nil, fmt.Errorf("list %s in %s: %w", t.Kind, rbp.Namespace, err)
 	}
 	var out []targetInfo
@@ -71,7 +72,7 @@ func (r *Reconciler) namedTarget(ctx context.Context, ns string, t autorebootv1a
 	if obj == nil {
 		return nil, fmt.Errorf("unsupported target kind %q", t.Kind)
 	}
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: t.Name}, obj); err != nil {
+	if err := r.targetReader(t.Kind).Get(ctx, types.NamespacedName{Namespace: ns, Name: t.Name}, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
@@ -88,6 +89,8 @@ func newTargetList(kind autorebootv1alpha1.TargetKind) client.ObjectList {
 		return &appsv1.StatefulSetList{}
 	case autorebootv1alpha1.KindDaemonSet:
 		return &appsv1.DaemonSetList{}
+	case autorebootv1alpha1.KindRollout:
+		return newRolloutList()
 	}
 	return nil
 }
@@ -100,6 +103,8 @@ func newTargetObject(kind autorebootv1alpha1.TargetKind) client.Object {
 		return &appsv1.StatefulSet{}
 	case autorebootv1alpha1.KindDaemonSet:
 		return &appsv1.DaemonSet{}
+	case autorebootv1alpha1.KindRollout:
+		return newRolloutObject()
 	}
 	return nil
 }
@@ -116,7 +121,7 @@ func inspectTarget(obj client.Object, now time.Time, stalls *stallTracker) targe
 	ti := targetInfo{obj: obj, kind: v.kind, paused: v.paused, onDelete: v.onDelete}
 	ti.progressing = v.phase(ok, obj.GetGeneration(), stalls.stalled(obj, v, now)).inProgress()
 	ti.restartID = obj.GetAnnotations()[autorebootv1alpha1.RestartIDAnnotation]
-	if stamp, ok := v.template.Annotations[autorebootv1alpha1.RestartedAtAnnotation]; ok {
+	if stamp := v.stamp; stamp != "" {
 		if t, err := time.Parse(time.RFC3339, stamp); err == nil {
 			ti.restartedAt = t
 		}
@@ -132,7 +137,7 @@ func inspectTarget(obj client.Object, now time.Time, stalls *stallTracker) targe
 // restartStamp is the target's restartedAt stamp (zero: none or
 // unreadable).
 func (v workloadView) restartStamp() time.Time {
-	t, err := time.Parse(time.RFC3339, v.template.Annotations[autorebootv1alpha1.RestartedAtAnnotation])
+	t, err := time.Parse(time.RFC3339, v.stamp)
 	if err != nil {
 		return time.Time{}
 	}
@@ -142,12 +147,6 @@ func (v workloadView) restartStamp() time.Time {
 // clockSkew is how far a restartedAt stamp may lie ahead of this manager's
 // clock before it counts as set in the future (another replica's clock).
 const clockSkew = 5 * time.Second
-
-// invalidSpecError is a spec problem only the controller can see; it
-// becomes an InvalidSpec condition, not a retried error.
-type invalidSpecError struct{ msg string }
-
-func (e *invalidSpecError) Error() string { return e.msg }
 
 // targetIndex indexes RebootPolicies by "<kind>/<name>" of their target, or
 // "<kind>/*" for selector targets, so a workload event looks up only the

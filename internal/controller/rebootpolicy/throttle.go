@@ -1,17 +1,12 @@
 package rebootpolicy
 
 import (
-	"context"
-	"fmt"
-	"strings"
 	"sync"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
@@ -48,11 +43,16 @@ type Throttle struct {
 	queue  []types.NamespacedName
 	wants  map[types.NamespacedName]waiter
 	synced func() bool
+	// regs are the informer registrations synced reads (guarded by mu; a
+	// Rollout informer joins once the kind is served, see argoRollouts).
+	regs []toolscache.ResourceEventHandlerRegistration
 	// wake: owners to reconcile (drained by Start into events).
 	wake    map[types.NamespacedName]struct{}
 	signal  chan struct{}
 	events  chan event.TypedGenericEvent[types.NamespacedName]
 	metrics *Metrics
+	// halts is the health gate's ledger (haltledger.go).
+	halts haltLedger
 }
 
 type throttleKey struct {
@@ -96,6 +96,7 @@ func NewThrottle(limit int, clk clock.Clock) *Throttle {
 		wants: map[types.NamespacedName]waiter{}, synced: func() bool { return true },
 		wake: map[types.NamespacedName]struct{}{}, signal: make(chan struct{}, 1),
 		events: make(chan event.TypedGenericEvent[types.NamespacedName], 256),
+		halts:  newHaltLedger(),
 	}
 }
 
@@ -293,6 +294,7 @@ func (t *Throttle) dequeueLocked(owner types.NamespacedName) {
 // pruneLocked drops restarts that have held their slot for too long and
 // waiters that stopped asking.
 func (t *Throttle) pruneLocked(now time.Time) {
+	t.ringAlarmsLocked(now)
 	freed := false
 	for k, r := range t.inflight {
 		if now.Sub(r.stamp) >= t.rolloutTimeout || t.stalls.stalledSince(k, r.stamp, now) {
@@ -338,158 +340,4 @@ func (t *Throttle) wakeLocked(owner types.NamespacedName) {
 
 func (t *Throttle) gaugeLocked() {
 	t.metrics.setInProgress(len(t.inflight))
-}
-
-// observe updates what is in progress from a workload the informer shows:
-// a restart ends when its rollout is done; a restart made before this
-// manager started (our stamp and restart id, rollout unfinished) is
-// picked up.
-func (t *Throttle) observe(obj client.Object) {
-	// One view per event: the informers call this for every workload.
-	v, isTarget := viewOf(obj)
-	k := v.key(obj)
-	stamp, id := v.restartStamp(), obj.GetAnnotations()[autorebootv1alpha1.RestartIDAnnotation]
-	now := t.clock.Now()
-	t.stalls.observe(obj, v, now)
-	done := v.phase(isTarget, obj.GetGeneration(), t.stalls.stalled(obj, v, now)).over()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	r, ok := t.inflight[k]
-	switch {
-	case ok && done && !stamp.Before(r.stamp):
-		delete(t.inflight, k)
-		t.wakeLocked(r.owner)
-		t.wakeWaitersLocked()
-	case !ok && !done && id != "" && !stamp.IsZero() && t.clock.Since(stamp) < t.rolloutTimeout:
-		owner, _, _ := strings.Cut(id, "/")
-		t.inflight[k] = inflightRestart{owner: types.NamespacedName{Namespace: obj.GetNamespace(), Name: owner}, stamp: stamp}
-	default:
-		return
-	}
-	t.gaugeLocked()
-}
-
-func (t *Throttle) forget(obj client.Object) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	k := keyOf(obj)
-	t.stalls.forget(k)
-	if r, ok := t.inflight[k]; ok {
-		delete(t.inflight, k)
-		t.wakeLocked(r.owner)
-		t.wakeWaitersLocked()
-		t.gaugeLocked()
-	}
-}
-
-func keyOf(obj client.Object) throttleKey {
-	v, _ := viewOf(obj)
-	return v.key(obj)
-}
-
-// key is the throttle's key of obj, which v views.
-func (v workloadView) key(obj client.Object) throttleKey {
-	return throttleKey{kind: v.kind, namespace: obj.GetNamespace(), name: obj.GetName()}
-}
-
-// bind feeds the throttle from the manager's workload informers (the ones
-// the controller watches anyway) and reports through m.
-func (t *Throttle) bind(ctx context.Context, informers cache.Informers, m *Metrics) error {
-	var regs []toolscache.ResourceEventHandlerRegistration
-	for _, obj := range []client.Object{&appsv1.Deployment{}, &appsv1.StatefulSet{}, &appsv1.DaemonSet{}} {
-		inf, err := informers.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
-		if err != nil {
-			return fmt.Errorf("throttle: informer of %T: %w", obj, err)
-		}
-		reg, err := inf.AddEventHandler(t.handler())
-		if err != nil {
-			return fmt.Errorf("throttle: watching %T: %w", obj, err)
-		}
-		regs = append(regs, reg)
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.metrics = m
-	t.synced = func() bool {
-		for _, r := range regs {
-			if !r.HasSynced() {
-				return false
-			}
-		}
-		return true
-	}
-	return nil
-}
-
-// handler is the informer event handler feeding observe and forget.
-func (t *Throttle) handler() toolscache.ResourceEventHandler {
-	return toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { t.observeAny(obj) },
-		UpdateFunc: func(_, obj any) { t.observeAny(obj) },
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			if o, ok := obj.(client.Object); ok {
-				t.forget(o)
-			}
-		},
-	}
-}
-
-func (t *Throttle) observeAny(obj any) {
-	if o, ok := obj.(client.Object); ok {
-		t.observe(o)
-	}
-}
-
-// NeedLeaderElection: only the leader's controller reads the events.
-func (t *Throttle) NeedLeaderElection() bool { return true }
-
-// Start delivers wake-ups to the controller and expires restarts that
-// held their slot for too long, until ctx ends.
-func (t *Throttle) Start(ctx context.Context) error {
-	tick := t.clock.NewTimer(time.Second)
-	defer tick.Stop()
-	wasSynced := false
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.signal:
-		case <-tick.C():
-			tick.Reset(time.Second)
-			t.mu.Lock()
-			t.pruneLocked(t.clock.Now())
-			if !wasSynced && t.synced() {
-				wasSynced = true
-				for _, o := range t.queue {
-					t.wakeLocked(o)
-				}
-			}
-			t.mu.Unlock()
-		}
-		if !t.deliver(ctx) {
-			return nil
-		}
-	}
-}
-
-// deliver sends the pending wake-ups; false when ctx ended.
-func (t *Throttle) deliver(ctx context.Context) bool {
-	t.mu.Lock()
-	owners := make([]types.NamespacedName, 0, len(t.wake))
-	for o := range t.wake {
-		owners = append(owners, o)
-	}
-	t.wake = map[types.NamespacedName]struct{}{}
-	t.mu.Unlock()
-	for _, o := range owners {
-		select {
-		case t.events <- event.TypedGenericEvent[types.NamespacedName]{Object: o}:
-		case <-ctx.Done():
-			return false
-		}
-	}
-	return true
 }

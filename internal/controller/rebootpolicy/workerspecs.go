@@ -1,11 +1,14 @@
 package rebootpolicy
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
@@ -111,4 +114,53 @@ func minRestartInterval(rbp *autorebootv1alpha1.RebootPolicy) time.Duration {
 		return defaultMinRestartInterval
 	}
 	return rbp.Spec.MinRestartInterval.Duration
+}
+
+// syncWorkers makes the workers match the spec and copies what they
+// published into status.
+func (r *Reconciler) syncWorkers(ctx context.Context, p *pass) error {
+	nn := client.ObjectKeyFromObject(p.rbp)
+	refused, err := r.ensureWorkers(ctx, p.rbp)
+	if err != nil {
+		return err
+	}
+	p.refused = refused
+	p.acks = r.mergeWorkerStates(p.rbp, r.Workers.Snapshot(nn), refused)
+	p.fresh = len(p.acks) > 0
+	p.notes = policyNotes(p.persisted, p.rbp)
+	return nil
+}
+
+// ensureWorkers starts and stops rbp's workers as its admitted policies
+// say. With a namespace limit, the decision and the workers it starts are
+// one step under the namespace's admission lock (see admitLocked).
+func (r *Reconciler) ensureWorkers(ctx context.Context, rbp *autorebootv1alpha1.RebootPolicy) (map[string]refusal, error) {
+	nn := client.ObjectKeyFromObject(rbp)
+	if r.Limits.MaxPerNamespace <= 0 {
+		admitted, err := r.admitted(ctx, rbp)
+		if err != nil {
+			return nil, err
+		}
+		specs, refused := r.workerSpecs(rbp, admitted)
+		r.Workers.Ensure(nn, specs)
+		return refused, nil
+	}
+	// The slots are computed and applied under the namespace's admission
+	// lock: a later decision always rests on a cache at least as new.
+	// Applying stops every running worker of the namespace that the same
+	// decision leaves without a slot (a policy admitted on a cache that
+	// had not yet seen an older RebootPolicy gives its slot back as soon
+	// as a reconcile sees that one) in the same step that starts rbp's:
+	// the namespace's running workers never exceed the limit.
+	unlock := r.admission.lock(rbp.Namespace)
+	s, err := r.namespaceSlots(ctx, rbp.Namespace)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	specs, refused := r.workerSpecs(rbp, s.of(rbp))
+	displaced := r.Workers.Admit(nn, s.has, specs)
+	unlock()
+	r.Workers.Requeue(slices.DeleteFunc(displaced, func(o types.NamespacedName) bool { return o == nn }))
+	return refused, nil
 }

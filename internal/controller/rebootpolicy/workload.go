@@ -1,8 +1,11 @@
 package rebootpolicy
 
 import (
+	"strconv"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -33,12 +36,24 @@ type workloadView struct {
 	// revision, or the partition is reached; a DaemonSet replaces in place).
 	settled bool
 	// deadlineExceeded: a Deployment's Progressing condition says
-	// ProgressDeadlineExceeded (about the generation it observed).
+	// ProgressDeadlineExceeded (about the generation it observed), or a
+	// Rollout is Degraded (timed out, aborted, invalid).
 	deadlineExceeded bool
+	// stamp is the restartedAt value of the target's last restart: the
+	// template annotation, a Rollout's spec.restartAt.
+	stamp string
+	// restarting: a Rollout's spec.restartAt is not yet acknowledged by
+	// status.restartedAt (its controller is still replacing pods).
+	restarting bool
+	// halted: a Rollout paused by a human or at a step of its own: it
+	// waits for someone, not for time.
+	halted bool
 }
 
 // workloads is how referenced triggers read targets (probe.Workloads).
-type workloads struct{}
+
+// Its reader reads what a Rollout's workloadRef names (nil: nothing).
+type workloads struct{ reader client.Reader }
 
 func (workloads) NewObject(kind autorebootv1alpha1.TargetKind) client.Object {
 	return newTargetObject(kind)
@@ -47,15 +62,38 @@ func (workloads) NewList(kind autorebootv1alpha1.TargetKind) client.ObjectList {
 	return newTargetList(kind)
 }
 
-func (workloads) PodSpec(obj client.Object) *corev1.PodSpec {
+func (w workloads) PodSpec(obj client.Object) *corev1.PodSpec {
+	if u, ok := asRollout(obj); ok {
+		return &rolloutTemplate(u, w.reader).Spec
+	}
 	v, _ := viewOf(obj)
 	return &v.template.Spec
+}
+
+// TemplateVersion changes whenever PodSpec may.
+func (w workloads) TemplateVersion(obj client.Object) string {
+	if u, ok := asRollout(obj); ok {
+		return rolloutTemplateVersion(u, w.reader)
+	}
+	return strconv.FormatInt(obj.GetGeneration(), 10)
 }
 
 // viewOf reads obj; ok is false for any other type (then nothing is a
 // target kind and the zero view answers).
 func viewOf(obj client.Object) (v workloadView, ok bool) {
+	v, ok = viewOfKind(obj)
+	if ok && v.kind != autorebootv1alpha1.KindRollout {
+		v.stamp = v.template.Annotations[autorebootv1alpha1.RestartedAtAnnotation]
+	}
+	return v, ok
+}
+
+func viewOfKind(obj client.Object) (v workloadView, ok bool) {
 	switch o := obj.(type) {
+	case *unstructured.Unstructured:
+		if isRollout(o) {
+			return rolloutView(o), true
+		}
 	case *appsv1.Deployment:
 		want := ptr.Deref(o.Spec.Replicas, 1)
 		return workloadView{kind: autorebootv1alpha1.KindDeployment, template: &o.Spec.Template, paused: o.Spec.Paused,

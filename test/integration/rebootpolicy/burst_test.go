@@ -14,72 +14,24 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 	rbpcontroller "github.com/runbook-dev/runbook/internal/controller/rebootpolicy"
-	"github.com/runbook-dev/runbook/internal/egress"
-	"github.com/runbook-dev/runbook/internal/probe"
 )
 
-// burstManager runs a second manager in this process with the admin's
-// default namespace limit, for the RebootPolicies labelled for it (the
-// suite's manager, with its small limit, ignores them).
+// burstManager runs a second manager with the admin's default namespace
+// limit, for the RebootPolicies labelled for it (the suite's manager, with
+// its small limit, ignores them).
 func burstManager(t *testing.T, ns string, limit int) *rbpcontroller.Reconciler {
 	t.Helper()
-	mine, err := labels.Parse(externalManagerLabel + "=burst")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 k8s.Scheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-		Cache: cache.Options{
-			DefaultNamespaces: map[string]cache.Config{ns: {}},
-			ByObject:          map[client.Object]cache.ByObject{&autorebootv1alpha1.RebootPolicy{}: {Label: mine}},
-		},
+	return startSecondManager(t, ns, "burst", rbpcontroller.Options{
+		Limits:  rbpcontroller.Limits{MinPeriod: time.Second, MaxPerNamespace: limit},
+		Clock:   clock.RealClock{},
+		Metrics: rbpcontroller.NewMetrics(),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	allow, err := egress.ParseRules(external.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := rbpcontroller.Setup(mgr, rbpcontroller.Options{
-		Probes:     probe.Settings{OperatorNamespace: operatorNamespace},
-		Network:    egress.Settings{Allow: allow},
-		Limits:     rbpcontroller.Limits{MinPeriod: time.Second, MaxPerNamespace: limit},
-		Clock:      clock.RealClock{},
-		Metrics:    rbpcontroller.NewMetrics(),
-		Namespaces: []string{ns},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("burst manager: %v", err)
-		}
-	})
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		t.Fatal("the burst manager's cache did not sync")
-	}
-	return r
 }
 
 // TestNamespaceLimitHoldsUnderABurst: 110 RebootPolicies created at once,

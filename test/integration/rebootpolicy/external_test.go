@@ -1,7 +1,6 @@
 package rebootpolicy
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -70,24 +69,6 @@ func (e *externalServer) get(path string) *corev1.HTTPGetAction {
 	host, port, _ := net.SplitHostPort(e.Listener.Addr().String())
 	p, _ := strconv.Atoi(port)
 	return &corev1.HTTPGetAction{Host: host, Port: intstr.FromInt(p), Path: path}
-}
-
-// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // Trigger types as in the manager's metric labels.

@@ -12,11 +12,10 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
+	"github.com/runbook-dev/runbook/test/testenv"
 )
 
 // webhookSink receives notifications on the suite's external server, the
@@ -81,17 +80,7 @@ func notifyingTarget(t *testing.T, prefix, url string, labelled bool) string {
 }
 
 func eventNotes(ns, name, reason string) []string {
-	var l eventsv1.EventList
-	if err := k8s.List(context.Background(), &l, client.InNamespace(ns)); err != nil {
-		return nil
-	}
-	var out []string
-	for _, e := range l.Items {
-		if e.Regarding.Name == name && e.Reason == reason {
-			out = append(out, e.Note)
-		}
-	}
-	return out
+	return testenv.EventNotes(k8s, ns, name, reason)
 }
 
 func TestNotificationSinkReceivesOneMessagePerRestart(t *testing.T) {

@@ -16,7 +16,6 @@ import (
 	"go.uber.org/zap/zapcore"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -47,7 +46,7 @@ var (
 	external *externalServer
 	// managerLogs is everything the in-process manager logged, to prove
 	// that no secret, DSN or file content reaches a log.
-	managerLogs = &syncBuffer{}
+	managerLogs = &testenv.SyncBuffer{}
 	// metricsRegistry holds the manager's metrics, read by tests to wait
 	// for probes having run (instead of sleeping).
 	metricsRegistry = prometheus.NewRegistry()
@@ -130,6 +129,8 @@ func run(m *testing.M) int {
 		Limits:  rbpcontroller.Limits{MinPeriod: time.Second, MaxPerNamespace: maxPerNamespace},
 		Clock:   clock.RealClock{},
 		Metrics: metrics,
+		// The Rollout CRD is installed mid-suite (TestArgoRollouts).
+		RolloutKindRecheck: 2 * time.Second,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "setup:", err)
@@ -192,27 +193,9 @@ func newDaemonSet(ns, name string) *appsv1.DaemonSet {
 	}
 }
 
-// markRolledOut writes the status a workload controller would write once
-// the rollout is complete (envtest runs no workload controllers).
+// markRolledOut plays the workload's controller (envtest runs none).
 func markRolledOut(t *testing.T, obj client.Object) {
-	t.Helper()
-	ctx := context.Background()
-	if err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-		t.Fatal(err)
-	}
-	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		n := *o.Spec.Replicas
-		o.Status = appsv1.DeploymentStatus{ObservedGeneration: o.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n}
-	case *appsv1.StatefulSet:
-		n := *o.Spec.Replicas
-		o.Status = appsv1.StatefulSetStatus{ObservedGeneration: o.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n, CurrentRevision: "r1", UpdateRevision: "r1"}
-	case *appsv1.DaemonSet:
-		o.Status = appsv1.DaemonSetStatus{ObservedGeneration: o.Generation, DesiredNumberScheduled: 2, CurrentNumberScheduled: 2, UpdatedNumberScheduled: 2, NumberAvailable: 2, NumberReady: 2}
-	}
-	if err := k8s.Status().Update(ctx, obj); err != nil {
-		t.Fatal(err)
-	}
+	testenv.MarkRolledOut(t, k8s, obj)
 }
 
 func getRBP(t *testing.T, ns, name string) *autorebootv1alpha1.RebootPolicy {
@@ -235,17 +218,7 @@ func condition(rbp *autorebootv1alpha1.RebootPolicy, typ string) *metav1.Conditi
 
 // eventReasons lists the reasons of events.k8s.io events in ns about name.
 func eventReasons(ns, name string) []string {
-	var l eventsv1.EventList
-	if err := k8s.List(context.Background(), &l, client.InNamespace(ns)); err != nil {
-		return nil
-	}
-	var out []string
-	for _, e := range l.Items {
-		if e.Regarding.Name == name {
-			out = append(out, e.Reason)
-		}
-	}
-	return out
+	return testenv.EventReasons(k8s, ns, name)
 }
 
 func restartedAt(obj client.Object) string {

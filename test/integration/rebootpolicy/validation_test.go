@@ -149,6 +149,18 @@ func TestValidationRejectsBadSpecs(t *testing.T) {
 		{"rollout.maxConcurrent of zero", func(s *autorebootv1alpha1.RebootPolicySpec) {
 			s.Rollout = &autorebootv1alpha1.RolloutSpec{MaxConcurrent: new(int32)}
 		}, "maxConcurrent"},
+		{"rollout.progressDeadline without a sequence", func(s *autorebootv1alpha1.RebootPolicySpec) {
+			s.Rollout = &autorebootv1alpha1.RolloutSpec{ProgressDeadline: &metav1.Duration{Duration: time.Minute}}
+		}, "set rollout.maxConcurrent too"},
+		{"rollout.progressDeadline below 30s", func(s *autorebootv1alpha1.RebootPolicySpec) {
+			s.Rollout = &autorebootv1alpha1.RolloutSpec{MaxConcurrent: new(int32(1)), ProgressDeadline: &metav1.Duration{Duration: 10 * time.Second}}
+		}, "between 30s and 30m"},
+		{"rollout.progressDeadline above 30m", func(s *autorebootv1alpha1.RebootPolicySpec) {
+			s.Rollout = &autorebootv1alpha1.RolloutSpec{MaxConcurrent: new(int32(1)), ProgressDeadline: &metav1.Duration{Duration: time.Hour}}
+		}, "between 30s and 30m"},
+		{"an unknown approval mode", func(s *autorebootv1alpha1.RebootPolicySpec) {
+			s.Approval = "Sometimes"
+		}, "approval"},
 		{"notify without a Secret key", func(s *autorebootv1alpha1.RebootPolicySpec) {
 			s.Notify = &autorebootv1alpha1.NotifySpec{WebhookSecretRef: autorebootv1alpha1.SecretKeySelector{Name: "hook"}}
 		}, "webhookSecretRef.key"},
