@@ -17,10 +17,10 @@ import (
 // registerNSScaler: NSScalers (scaling.runbook.dev) park namespaces, see docs/nsscaler.md.
 func registerNSScaler(reg *registry.Registry, scheme *runtime.Scheme, fs *flag.FlagSet, shared sharedFlags) {
 	utilruntime.Must(scalingv1alpha1.AddToScheme(scheme))
-	writes := fs.Int("nsscaler-write-concurrency", 16, "Workload writes the nsscaler controller keeps in flight.")
+	writes := fs.Int("nsscaler-write-concurrency", nsscaler.DefaultWriteConcurrency, "Workload writes the nsscaler controller keeps in flight.")
 	qps := fs.Float64("nsscaler-write-qps", 0,
 		"Workload writes per second the nsscaler controller may send; 0: no limit but --nsscaler-write-concurrency.")
-	workers := fs.Int("nsscaler-max-concurrent-reconciles", 1,
+	workers := fs.Int("nsscaler-max-concurrent-reconciles", nsscaler.DefaultMaxConcurrentReconciles,
 		"NSScalers the nsscaler controller reconciles in parallel; 1 by default, since NSScalers interact through namespace ownership.")
 	protected := fs.String("nsscaler-protected-namespaces", "",
 		"Comma-separated globs (*, ?, [a-z]) of namespaces no NSScaler ever parks, besides kube-system, kube-public, kube-node-lease, the operator's namespace and namespaces labelled scaling.runbook.dev/protected=true.")
@@ -32,6 +32,8 @@ func registerNSScaler(reg *registry.Registry, scheme *runtime.Scheme, fs *flag.F
 		"How long a contested workload is first left alone; doubled each time the fight resumes.")
 	fightMaxBackoff := fs.Duration("nsscaler-fight-max-backoff", nsscaler.DefaultFightMaxBackoff,
 		"The longest a contested workload is left alone at once.")
+	argoCDNamespace := fs.String("nsscaler-argocd-namespace", nsscaler.DefaultArgoCDNamespace,
+		"The namespace of Argo CD's own Applications: where an NSScaler with spec.gitOps.argoCD looks for the Application a workload's Argo CD tracking names without a namespace.")
 	reg.Add(nsscaler.Name, func(mgr ctrl.Manager) error {
 		metrics, err := nsscaler.NewMetrics(crmetrics.Registry)
 		if err != nil {
@@ -48,6 +50,7 @@ func registerNSScaler(reg *registry.Registry, scheme *runtime.Scheme, fs *flag.F
 			WriteConcurrency:        *writes,
 			WriteQPS:                *qps,
 			MaxConcurrentReconciles: *workers,
+			ArgoCDNamespace:         *argoCDNamespace,
 		})
 		return err
 	})

@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
-	"github.com/runbook-dev/runbook/internal/controller/status"
 )
 
 // contestedWorkload is a workload the controller has stopped re-parking.
@@ -52,7 +51,7 @@ func (p *workloadPass) contested(ctx context.Context, r *Reconciler, scaler *sca
 	p.holdContested(w, manager, retryAt)
 	p.obs.newlyContested++
 	if p.obs.newlyContested <= maxNamespaceEvents {
-		r.events.Warning(scaler, nil, scalingv1alpha1.EventWorkloadContested, "Park",
+		p.obs.events.Warning(scaler, nil, scalingv1alpha1.EventWorkloadContested, "Park",
 			"%s was scaled up %d times within %s, last by field manager %q: not re-parked until %s",
 			workloadRef(w), r.fightPolicy.Threshold, r.fightPolicy.Window, manager, retryAt.UTC().Format(time.RFC3339))
 	}
@@ -87,7 +86,7 @@ func (r *Reconciler) unparkedBy(ctx context.Context, h kindHandler, w Workload) 
 	if err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: w.Name}, obj); err != nil {
 		return unknownManager
 	}
-	return managerOf(obj.ManagedFields, parkedField(w.Kind), status.FieldOwner(Name))
+	return managerOf(obj.ManagedFields, parkedField(w.Kind), FieldManager)
 }
 
 // parkedField is the field path, in managedFields terms, that a park sets.

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/controller/status"
 )
 
 // maxNamespaceEvents bounds the events of one reconcile per reason: one per
@@ -28,7 +29,7 @@ type namespaceTally struct {
 
 // namespaceEvent is one reason of the per-namespace events.
 type namespaceEvent struct {
-	// emit is status.Events' Normal or Warning.
+	// emit is status.Batch's Normal or Warning.
 	emit           func(regarding, related runtime.Object, reason, action, note string, args ...any)
 	reason, action string
 	count          func(*namespaceTally) int
@@ -38,24 +39,24 @@ type namespaceEvent struct {
 	rest string
 }
 
-func (r *Reconciler) emitNamespaceEvents(scaler *scalingv1alpha1.NSScaler, tallies map[string]*namespaceTally) {
+func (r *Reconciler) emitNamespaceEvents(scaler *scalingv1alpha1.NSScaler, ev *status.Batch, tallies map[string]*namespaceTally) {
 	names := slices.Sorted(maps.Keys(tallies))
 	for _, e := range []namespaceEvent{{
-		emit: r.events.Normal, reason: scalingv1alpha1.EventNamespaceParked, action: "Park",
+		emit: ev.Normal, reason: scalingv1alpha1.EventNamespaceParked, action: "Park",
 		count: func(t *namespaceTally) int { return t.parked },
 		one: func(ns string, t *namespaceTally) string {
 			return fmt.Sprintf("parked %d workloads in namespace %s", t.parked, ns)
 		},
 		rest: "parked %d workloads in %d more namespaces",
 	}, {
-		emit: r.events.Normal, reason: scalingv1alpha1.EventNamespaceRestored, action: "Restore",
+		emit: ev.Normal, reason: scalingv1alpha1.EventNamespaceRestored, action: "Restore",
 		count: func(t *namespaceTally) int { return t.restored },
 		one: func(ns string, t *namespaceTally) string {
 			return fmt.Sprintf("restored %d workloads in namespace %s to their recorded originals", t.restored, ns)
 		},
 		rest: "restored %d workloads in %d more namespaces to their recorded originals",
 	}, {
-		emit: r.events.Warning, reason: scalingv1alpha1.EventWorkloadsFailed, action: "Reconcile",
+		emit: ev.Warning, reason: scalingv1alpha1.EventWorkloadsFailed, action: "Reconcile",
 		count: func(t *namespaceTally) int { return t.failed },
 		one: func(ns string, t *namespaceTally) string {
 			return fmt.Sprintf("%d workloads in namespace %s failed, first: %v", t.failed, ns, t.firstErr)
@@ -95,7 +96,7 @@ func emitPerNamespace(scaler *scalingv1alpha1.NSScaler, names []string, tallies 
 // (bounded like the others), when it differs from what its last events
 // said: every reconcile decides the same again, and the events must not
 // repeat it.
-func (r *Reconciler) emitDryRunEvents(scaler *scalingv1alpha1.NSScaler, tallies map[string]*namespaceTally, next time.Time) {
+func (r *Reconciler) emitDryRunEvents(scaler *scalingv1alpha1.NSScaler, ev *status.Batch, tallies map[string]*namespaceTally, next time.Time) {
 	names := slices.Sorted(maps.Keys(tallies))
 	// When the schedule would change it next, in every note.
 	when := "; no transition is due"
@@ -115,14 +116,14 @@ func (r *Reconciler) emitDryRunEvents(scaler *scalingv1alpha1.NSScaler, tallies 
 		return
 	}
 	for _, e := range []namespaceEvent{{
-		emit: r.events.Normal, reason: scalingv1alpha1.EventWouldPark, action: "DryRun",
+		emit: ev.Normal, reason: scalingv1alpha1.EventWouldPark, action: "DryRun",
 		count: func(t *namespaceTally) int { return t.parked },
 		one: func(ns string, t *namespaceTally) string {
 			return fmt.Sprintf("dry run: would park %d workloads in namespace %s now%s", t.parked, ns, when)
 		},
 		rest: "dry run: would park %d workloads in %d more namespaces now" + strings.ReplaceAll(when, "%", "%%"),
 	}, {
-		emit: r.events.Normal, reason: scalingv1alpha1.EventWouldRestore, action: "DryRun",
+		emit: ev.Normal, reason: scalingv1alpha1.EventWouldRestore, action: "DryRun",
 		count: func(t *namespaceTally) int { return t.restored },
 		one: func(ns string, t *namespaceTally) string {
 			return fmt.Sprintf("dry run: would restore %d workloads in namespace %s now%s", t.restored, ns, when)

@@ -34,7 +34,9 @@ func TestNamespaceEventsAreBounded(t *testing.T) {
 				tallies[fmt.Sprintf("ns-%02d", i)] = &namespaceTally{parked: 2}
 			}
 			tallies["untouched"] = &namespaceTally{}
-			r.emitNamespaceEvents(&scalingv1alpha1.NSScaler{}, tallies)
+			ev := r.events.Batch()
+			r.emitNamespaceEvents(&scalingv1alpha1.NSScaler{}, ev, tallies)
+			ev.Flush()
 			close(rec.Events)
 			var got []string
 			for e := range rec.Events {

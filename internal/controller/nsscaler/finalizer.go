@@ -9,7 +9,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
-	"github.com/runbook-dev/runbook/internal/controller/status"
 )
 
 // Finalizer holds an NSScaler until its parked workloads are restored.
@@ -47,7 +46,7 @@ func (r *Reconciler) patchFinalizer(ctx context.Context, scaler *scalingv1alpha1
 	before := scaler.DeepCopy()
 	change(scaler, Finalizer)
 	patch := client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
-	if err := r.client.Patch(ctx, scaler, patch, client.FieldOwner(status.FieldOwner(Name))); err != nil {
+	if err := r.client.Patch(ctx, scaler, patch, client.FieldOwner(FieldManager)); err != nil {
 		return fmt.Errorf("updating the finalizer of NSScaler %s: %w", scaler.Name, err)
 	}
 	return nil

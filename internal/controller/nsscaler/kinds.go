@@ -115,6 +115,7 @@ func baseWorkload(k KindKey, obj client.Object) Workload {
 		ResourceVersion: obj.GetResourceVersion(), Created: obj.GetCreationTimestamp().Time, Annotation: v, HasAnnotation: ok,
 		Controlled: metav1.GetControllerOfNoCopy(obj) != nil,
 		Labels:     obj.GetLabels(), Exclude: ann[AnnotationExclude], ExcludeUntil: ann[AnnotationExcludeUntil],
+		ArgoCDTrackingID: ann[AnnotationArgoCDTrackingID],
 	}
 }
 

@@ -22,6 +22,9 @@ type Metrics struct {
 	WritesAwaitingCache prometheus.Gauge
 	// saved are the runbook_nsscaler_saved_*_total counters.
 	saved *savedCollector
+	selfServiceMetrics
+	// GitOps are the runbook_nsscaler_gitops_* collectors.
+	GitOps GitOpsMetrics
 }
 
 // NewMetrics builds the collectors and registers them with reg (in the
@@ -59,9 +62,13 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "runbook_nsscaler_writes_awaiting_cache",
 			Help: "Workload writes of the controller that its informer cache has not delivered yet.",
 		}),
-		saved: newSavedCollector(),
+		saved:              newSavedCollector(),
+		selfServiceMetrics: newSelfServiceMetrics(),
+		GitOps:             newGitOpsMetrics(),
 	}
-	for _, c := range []prometheus.Collector{m.ParkedNamespaces, m.ParkedWorkloads, m.PodsRemaining, m.ParkDuration, m.RestoreDuration, m.Writes, m.WritesAwaitingCache, m.saved} {
+	collectors := []prometheus.Collector{m.ParkedNamespaces, m.ParkedWorkloads, m.PodsRemaining, m.ParkDuration, m.RestoreDuration, m.Writes, m.WritesAwaitingCache, m.saved}
+	collectors = append(collectors, m.selfServiceMetrics.collectors()...)
+	for _, c := range append(collectors, m.GitOps.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering nsscaler metrics: %w", err)
 		}
@@ -78,6 +85,8 @@ func (m *Metrics) forget(name string) {
 	m.RestoreDuration.DeleteLabelValues(name)
 	m.Writes.DeletePartialMatch(prometheus.Labels{"nsscaler": name})
 	m.saved.set(name, nil)
+	m.tenantWakes.DeleteLabelValues(name)
+	m.forgetGitOps(name)
 }
 
 // SavedCollector is the collector of the runbook_nsscaler_saved_*_total

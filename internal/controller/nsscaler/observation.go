@@ -1,20 +1,29 @@
 package nsscaler
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/controller/status"
 	"github.com/runbook-dev/runbook/internal/savings"
 )
 
-// observation is what one reconcile saw and did, for the status.
+// observation is what one reconcile saw and did, for the status: the scope
+// of one reconcile.
 type observation struct {
+	// events are the reconcile's events, recorded once when it ends (after
+	// the status write); nil drops them.
+	events *status.Batch
 	// generation, deleting and suspended describe the NSScaler the
 	// reconcile acted on; the status reports them even when it is written
 	// onto a fresher copy.
@@ -76,6 +85,12 @@ type observation struct {
 	// savingsBlind: Deployments or StatefulSets could not be listed, so
 	// saved is incomplete and the recorded rates are kept as they are.
 	savingsBlind bool
+
+	// selfService is what this reconcile decided about WakeRequests (nil:
+	// nothing, the status keeps what it had).
+	selfService *selfServicePass
+	// gitOps is what the GitOps pass saw and did (spec.gitOps).
+	gitOps gitOpsObservation
 }
 
 // wakeAt makes the reconcile happen again at t at the latest.
@@ -121,7 +136,7 @@ func (o *observation) kindUnhandled(k KindKey, err error) {
 // everythingRestored: no write failed and no kind may hide a parked object,
 // so a departing NSScaler can be released.
 func (o *observation) everythingRestored() bool {
-	return len(o.workloadErrs) == 0 && o.unrestorable == 0
+	return len(o.workloadErrs) == 0 && o.unrestorable == 0 && len(o.gitOps.errs) == 0
 }
 
 // result is how the reconcile ends once the status is written: failed
@@ -131,8 +146,24 @@ func (o *observation) result() (ctrl.Result, error) {
 	if len(o.workloadErrs) > 0 {
 		return ctrl.Result{}, fmt.Errorf("%d workloads failed: %w", len(o.workloadErrs), errors.Join(o.workloadErrs...))
 	}
-	if len(o.kindErrs) > 0 {
+	if len(o.gitOps.errs) > 0 {
+		return ctrl.Result{}, fmt.Errorf("%d GitOps objects failed: %w", len(o.gitOps.errs), errors.Join(o.gitOps.errs...))
+	}
+	if len(o.kindErrs) > 0 || len(o.gitOps.missing) > 0 {
 		return ctrl.Result{RequeueAfter: kindRetryAfter}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// countPods counts the pods (from the metadata cache) in parked namespaces.
+func (r *Reconciler) countPods(ctx context.Context, _ *scalingv1alpha1.NSScaler, obs *observation) error {
+	for _, ns := range sets.List(obs.plan.Parked) {
+		pods := &metav1.PartialObjectMetadataList{}
+		pods.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
+		if err := r.cache.List(ctx, pods, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+			return fmt.Errorf("listing pods in %s: %w", ns, err)
+		}
+		obs.podsRemaining += int32(len(pods.Items))
+	}
+	return nil
 }

@@ -52,9 +52,7 @@ func phaseAndReason(obs *observation) (scalingv1alpha1.Phase, string) {
 	if whitelisted := obs.plan.Active.Difference(obs.plan.Woken); obs.plan.Parked.Len() > 0 && whitelisted.Len() > 0 {
 		reason += fmt.Sprintf("; %s whitelisted", namespacesPhrase(whitelisted, maxMessageErrors))
 	}
-	if obs.plan.Woken.Len() > 0 {
-		reason += fmt.Sprintf("; %s woken by spec.wake", namespacesPhrase(obs.plan.Woken, maxMessageErrors))
-	}
+	reason += wokenPhrase(obs)
 	switch {
 	case obs.suspended:
 		reason = "suspended; " + reason

@@ -74,6 +74,8 @@ func nextSavings(prev *scalingv1alpha1.SavingsStatus, rates map[string]savings.R
 	} else {
 		out.Since = metav1.NewTime(now)
 	}
+	startDaily(&out, now)
+	closed := false
 	listed := sets.New[string]()
 	kept := make([]scalingv1alpha1.NamespaceSavings, 0, len(out.Namespaces)+len(rates))
 	var sum savings.Rate
@@ -84,6 +86,8 @@ func nextSavings(prev *scalingv1alpha1.SavingsStatus, rates map[string]savings.R
 			if ns.RateSince != nil {
 				ns.SavingsTotals = savings.Accrue(ns.SavingsTotals, old, ns.RateSince.Time, now)
 				out.SavingsTotals = savings.Accrue(out.SavingsTotals, old, ns.RateSince.Time, now)
+				closeDaily(&out, &ns, old, ns.RateSince.Time, now)
+				closed = true
 			}
 			ns.CurrentRate, ns.RateSince = openInterval(rate, now)
 		}
@@ -106,6 +110,9 @@ func nextSavings(prev *scalingv1alpha1.SavingsStatus, rates map[string]savings.R
 	out.Namespaces = nil
 	if len(kept) > 0 {
 		out.Namespaces = kept
+	}
+	if closed {
+		boundDaily(&out, now)
 	}
 	out.CurrentRate = savings.StatusRate(sum)
 	out.Money = savings.Money(prices, out.SavingsTotals, sum)

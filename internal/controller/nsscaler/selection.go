@@ -52,31 +52,6 @@ type Namespace struct {
 	Labels map[string]string
 }
 
-// Plan is what one NSScaler does with the cluster's namespaces.
-type Plan struct {
-	// Parked are the namespaces this NSScaler owns and parks.
-	Parked sets.Set[string]
-	// Active are the namespaces this NSScaler owns and keeps running
-	// because they are whitelisted.
-	Active sets.Set[string]
-	// Conflicts are selected namespaces another NSScaler selects too, with
-	// the owner (the oldest of them) — this NSScaler or the other.
-	Conflicts []scalingv1alpha1.NamespaceConflict
-	// Foreign are the selected namespaces another NSScaler owns; this one
-	// leaves them alone.
-	Foreign sets.Set[string]
-	// Protected are selected namespaces that are never parked.
-	Protected sets.Set[string]
-	// Woken are the namespaces of Active that run because of a wake entry
-	// (they would be parked otherwise).
-	Woken sets.Set[string]
-	// ParkedReplicas is spec.parkedReplicas: what a parked workload keeps.
-	ParkedReplicas int32
-}
-
-// Owns reports whether the NSScaler acts on the namespace.
-func (p Plan) Owns(ns string) bool { return p.Parked.Has(ns) || p.Active.Has(ns) }
-
 // olderThan orders NSScalers by creation time, then name: the older one wins
 // a contested namespace.
 func olderThan(a, b *scalingv1alpha1.NSScaler) bool {
@@ -173,35 +148,4 @@ func Selects(s *scalingv1alpha1.NSScaler, name string, nsLabels map[string]strin
 		return false
 	}
 	return m.matches(name, nsLabels)
-}
-
-// awake applies the moment to a plan: while the schedule says Awake every
-// owned namespace runs; while Asleep those with a wake entry in force run.
-func (p Plan) awake(asleep bool, woken sets.Set[string]) Plan {
-	out := p
-	out.Parked, out.Active, out.Woken = sets.New[string](), p.Active.Clone(), sets.New[string]()
-	for ns := range p.Parked {
-		switch {
-		case !asleep:
-			out.Active.Insert(ns)
-		case woken.Has(ns):
-			out.Active.Insert(ns)
-			out.Woken.Insert(ns)
-		default:
-			out.Parked.Insert(ns)
-		}
-	}
-	return out
-}
-
-// phase is what the plan amounts to: Asleep when every owned namespace is
-// parked, Awake when none is, Partial otherwise.
-func (p Plan) phase() scalingv1alpha1.Phase {
-	switch {
-	case p.Parked.Len() == 0:
-		return scalingv1alpha1.PhaseAwake
-	case p.Active.Len() == 0:
-		return scalingv1alpha1.PhaseAsleep
-	}
-	return scalingv1alpha1.PhasePartial
 }

@@ -29,6 +29,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, scaler *scalingv1alpha1.NS
 	r.metrics.ParkedNamespaces.WithLabelValues(scaler.Name).Set(float64(obs.plan.Parked.Len()))
 	r.metrics.ParkedWorkloads.WithLabelValues(scaler.Name).Set(float64(obs.parkedWorkloads))
 	r.metrics.PodsRemaining.WithLabelValues(scaler.Name).Set(float64(obs.podsRemaining))
+	r.metrics.setGitOpsPaused(scaler.Name, gitOpsPausedByKind(&obs.gitOps))
 	now := r.clock.Now()
 	_, err := r.status.Update(ctx, scaler, func() error {
 		scaler.Status = computeStatus(scaler, obs, now)
@@ -61,6 +62,7 @@ func computeStatus(scaler *scalingv1alpha1.NSScaler, obs *observation, now time.
 	}
 	setTimeStatus(&st, obs)
 	setParkingStatus(&st, obs)
+	setSelfServiceStatus(&st, scaler, obs)
 	st.Savings = scaler.Status.Savings
 	if !obs.savingsBlind {
 		st.Savings = nextSavings(scaler.Status.Savings, obs.saved, obs.plan.Parked.Union(obs.plan.Active), now, scaler.Spec.Prices)
@@ -70,6 +72,8 @@ func computeStatus(scaler *scalingv1alpha1.NSScaler, obs *observation, now time.
 	setParked(conditions, obs)
 	setDegraded(conditions, degradedProblems(scaler.Name, obs))
 	setContested(conditions, obs)
+	st.GitOps = gitOpsStatus(&obs.gitOps)
+	setGitOpsPaused(&st.Conditions, conditions, &obs.gitOps)
 	return st
 }
 

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -42,6 +43,7 @@ func (r *Reconciler) build(mgr ctrl.Manager, c cache.Cache, maxConcurrentReconci
 		WatchesRawSource(source.Kind(c, client.Object(podMetadata()), handler.EnqueueRequestsFromMapFunc(r.scalersForPod), createOrDelete())).
 		// The instants at which an NSScaler's state changes by itself.
 		WatchesRawSource(r.wakeups.source()).
+		Watches(&scalingv1alpha1.WakeRequest{}, handler.EnqueueRequestsFromMapFunc(r.scalersForWakeRequest), builder.WithPredicates(createOrDelete())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrentReconciles}).
 		Build(shutdown.Quiet[reconcile.Request](r))
 	if err != nil {

@@ -1,14 +1,14 @@
 package nsscaler
 
 import (
+	"fmt"
 	"strconv"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/runbook-dev/runbook/internal/savings"
-
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/savings"
 )
 
 // KindKey identifies a kind of workload: Group is empty for the built-in kinds.
@@ -58,6 +58,9 @@ type Workload struct {
 	// Exclude and ExcludeUntil are the raw values of AnnotationExclude and
 	// AnnotationExcludeUntil ("" when absent).
 	Exclude, ExcludeUntil string
+	// ArgoCDTrackingID is the raw value of AnnotationArgoCDTrackingID
+	// (spec.gitOps.argoCD).
+	ArgoCDTrackingID string
 
 	// ScaledObjects only: the workload it autoscales and the KEDA pause
 	// annotation (nil when absent).
@@ -168,4 +171,9 @@ func (w Workload) current(by string) Original {
 		return PauseOriginal(w.PausedReplicas, by)
 	}
 	return ReplicasOriginal(w.Replicas, by)
+}
+
+// workloadRef names a workload in errors and events.
+func workloadRef(w Workload) string {
+	return fmt.Sprintf("%s %s", w.Kind, types.NamespacedName{Namespace: w.Namespace, Name: w.Name})
 }

@@ -7,8 +7,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/runbook-dev/runbook/internal/controller/status"
 )
 
 // workloadPatcher sends the controller's workload writes: JSON merge patches
@@ -19,7 +17,7 @@ type workloadPatcher struct {
 }
 
 func newWorkloadPatcher(c client.Client) workloadPatcher {
-	return workloadPatcher{client: c, owner: client.FieldOwner(status.FieldOwner(Name))}
+	return workloadPatcher{client: c, owner: client.FieldOwner(FieldManager)}
 }
 
 // patch merge-patches obj (which names the workload) with body; obj then

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/runbook-dev/runbook/internal/controller/status"
 	"github.com/runbook-dev/runbook/internal/savings"
 )
 
@@ -52,16 +53,11 @@ func newWorkloadCache(mgr ctrl.Manager, onWatchError func(typeDescription string
 	}
 	// Registered as a cache, so the manager starts and syncs it before the
 	// controllers.
-	if err := mgr.Add(managedCache{c}); err != nil {
+	if err := mgr.Add(status.ManagedCache{Cache: c}); err != nil {
 		return nil, fmt.Errorf("adding the nsscaler workload cache: %w", err)
 	}
 	return c, nil
 }
-
-// managedCache makes the manager treat the cache as one of its caches.
-type managedCache struct{ cache.Cache }
-
-func (m managedCache) GetCache() cache.Cache { return m.Cache }
 
 // trimAndShareMaps is the cache transform: trimObject, then the labels and
 // the kept annotations of the built-in workloads shared with every other
@@ -162,6 +158,7 @@ var ownAnnotations = map[string]int{
 	AnnotationExclude:            maxExclusionValue,
 	AnnotationExcludeUntil:       maxExclusionValue,
 	AnnotationKEDAPausedReplicas: maxExclusionValue,
+	AnnotationArgoCDTrackingID:   maxTrackingIDLength,
 }
 
 // keepOwnMetadata drops every annotation but the controller's own (values

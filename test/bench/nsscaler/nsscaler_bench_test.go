@@ -149,6 +149,9 @@ type sizeRun struct {
 	round   int
 	// runtimeEnv is the Go runtime environment the manager ran with.
 	runtimeEnv string
+	// gitOps is how many Deployments have a Flux owner (the GitOps
+	// scenario; 0: off).
+	gitOps int
 }
 
 // runSize measures one size on a fresh control plane: a sweep that reused
@@ -162,10 +165,11 @@ func runSize(b *testing.B, bin string, full int) {
 	ctx := context.Background()
 	workloads := max(perNamespace, benchkit.Size(b, fmt.Sprintf("nsscaler_%d", full), full)/perNamespace*perNamespace)
 	idle := benchkit.Window(b, "idle", fullIdle, 10*time.Second)
-	sum := benchkit.NewSummary(fmt.Sprintf("nsscaler %d Deployments", workloads))
+	gitOps := min(gitOpsWorkloads(), workloads)
+	sum := benchkit.NewSummary(fmt.Sprintf("nsscaler %d Deployments%s", workloads, gitOpsTitle(gitOps)))
 	defer sum.Finish(b)
 
-	s, err := startSize(ctx, workloads/perNamespace)
+	s, err := startSize(ctx, workloads/perNamespace, gitOps)
 	if s != nil {
 		defer func() { _ = s.env.Stop() }()
 	}
@@ -272,6 +276,7 @@ func runManager(ctx context.Context, b *testing.B, sum *benchkit.Summary, s *siz
 	defer obs.Stop()
 
 	w := newWindow(before.park, idle)
+	w.gitOps = s.gitOps
 	// Both apiserver profiles of a round, the manager's park and the raw
 	// park after it, last as long as the raw park before the round.
 	profiled := time.AfterFunc(time.Until(w.opens), func() {
@@ -309,31 +314,49 @@ func keepLogs(b *testing.B, logs string) {
 
 // startSize starts a control plane and creates the namespaces and
 // Deployments of one size.
-func startSize(ctx context.Context, namespaces int) (*sizeRun, error) {
+func startSize(ctx context.Context, namespaces, gitOps int) (*sizeRun, error) {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(scalingv1alpha1.AddToScheme(scheme))
-	env, err := testenv.Start(testenv.Options{Scheme: scheme})
+	env, err := testenv.Start(testenv.Options{Scheme: scheme, ExtraCRDPaths: gitOpsCRDs(gitOps)})
 	if err != nil {
 		return nil, err
 	}
-	s := &sizeRun{env: env, scheme: scheme, cfg: rest.CopyConfig(env.Config)}
+	s := &sizeRun{env: env, scheme: scheme, cfg: rest.CopyConfig(env.Config), gitOps: gitOps}
 	s.cfg.QPS = -1 // no client-side rate limit: the raw limit is the apiserver's
 	if s.c, err = client.New(s.cfg, client.Options{Scheme: scheme}); err != nil {
 		return s, err
 	}
 	s.cs = kubernetes.NewForConfigOrDie(s.cfg)
+	if gitOps > 0 {
+		if err := createFluxNamespace(ctx, s.c); err != nil {
+			return s, err
+		}
+	}
 	for n := range namespaces {
 		ns := fmt.Sprintf("bench-%04d", n)
 		if err := s.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return s, err
 		}
+		if gitOpsNamespace(n, gitOps) {
+			if err := createKustomization(ctx, s.c, ns); err != nil {
+				return s, err
+			}
+		}
 		for d := range perNamespace {
 			s.keys = append(s.keys, client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("d%02d", d)})
 		}
 	}
+	flux := map[string]bool{}
+	for i, k := range s.keys {
+		flux[k.Namespace] = gitOpsNamespace(i/perNamespace, gitOps)
+	}
 	err = parallel(s.keys, func(k client.ObjectKey) error {
-		return s.c.Create(ctx, deployment(k, replicasFor(k)), client.FieldOwner(creator))
+		d := deployment(k, replicasFor(k))
+		if flux[k.Namespace] {
+			d.Labels = fluxLabels(k.Namespace)
+		}
+		return s.c.Create(ctx, d, client.FieldOwner(creator))
 	})
 	return s, err
 }

@@ -36,6 +36,8 @@ const (
 type window struct {
 	opens, closes time.Time
 	idle          time.Duration
+	// gitOps: the GitOps scenario's Deployments with Flux owners.
+	gitOps int
 }
 
 // newWindow places the window: it opens leadTime from now, on a whole
@@ -135,7 +137,7 @@ func runSchedule(ctx context.Context, b *testing.B, sum *benchkit.Summary, c cli
 // createAwake creates the NSScaler and waits until its status says it is
 // Awake until the window opens — before it opens.
 func createAwake(ctx context.Context, b *testing.B, sum *benchkit.Summary, c client.Client, obs *benchkit.Observer, w window) {
-	if err := c.Create(ctx, &scalingv1alpha1.NSScaler{ObjectMeta: metav1.ObjectMeta{Name: "bench"}, Spec: w.spec()}); err != nil {
+	if err := c.Create(ctx, &scalingv1alpha1.NSScaler{ObjectMeta: metav1.ObjectMeta{Name: "bench"}, Spec: withGitOps(w.spec(), w.gitOps)}); err != nil {
 		sum.Fatalf(b, "%v", err)
 	}
 	if progress, err := obs.Until(ctx, time.Minute, time.Minute, scalerIs(ctx, obs, func(s *scalingv1alpha1.NSScaler) bool {

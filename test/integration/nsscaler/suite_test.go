@@ -79,8 +79,13 @@ func run(m *testing.M) int {
 		// testdata holds the Widget, another one.
 		// KEDA's ScaledObject is generated from KEDA's API module
 		// (make keda-crd).
-		CRDs:          []string{"scaling.runbook.dev_nsscalers.yaml", "cache.runbook.dev_memcacheds.yaml"},
-		ExtraCRDPaths: []string{"testdata", filepath.Join(testenv.RepoRoot(), "test", "testdata", "crds", "keda.sh_scaledobjects.yaml")},
+		CRDs: []string{"scaling.runbook.dev_nsscalers.yaml", "scaling.runbook.dev_wakerequests.yaml", "cache.runbook.dev_memcacheds.yaml"},
+		// Flux's and Argo CD's are generated from (or, for Argo CD, published
+		// in) their modules too (make gitops-crds).
+		ExtraCRDPaths: []string{"testdata", filepath.Join(testenv.RepoRoot(), "test", "testdata", "crds", "keda.sh_scaledobjects.yaml"),
+			filepath.Join(testenv.RepoRoot(), "test", "testdata", "crds", "kustomize.toolkit.fluxcd.io_kustomizations.yaml"),
+			filepath.Join(testenv.RepoRoot(), "test", "testdata", "crds", "helm.toolkit.fluxcd.io_helmreleases.yaml"),
+			filepath.Join(testenv.RepoRoot(), "test", "testdata", "crds", "argoproj.io_applications.yaml")},
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -112,6 +117,8 @@ type managerOptions struct {
 	config *rest.Config
 	// requests, when set, records every request the manager sends.
 	requests *requestLog
+	// argoCDNamespace is Argo CD's own namespace (--nsscaler-argocd-namespace).
+	argoCDNamespace string
 }
 
 // requestLog records the requests a manager sends ("VERB path").
@@ -214,6 +221,7 @@ func startManager(t *testing.T, opts managerOptions) *runningManager {
 		Fights:              opts.fights,
 		WriteConcurrency:    opts.writeConcurrency,
 		WriteQPS:            opts.writeQPS,
+		ArgoCDNamespace:     opts.argoCDNamespace,
 	}); err != nil {
 		t.Fatal(err)
 	}

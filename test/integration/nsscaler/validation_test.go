@@ -136,7 +136,7 @@ func window(days, from, to string) map[string]any {
 	return map[string]any{"days": days, "from": from, "to": to}
 }
 
-// TestSamplesAreAccepted: every NSScaler sample in config/samples passes
+// TestSamplesAreAccepted: every NSScaler and WakeRequest sample in config/samples passes
 // the CRD's validation (a server-side dry run: nothing is created).
 func TestSamplesAreAccepted(t *testing.T) {
 	paths, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), "config", "samples", "scaling_*.yaml"))
@@ -150,7 +150,10 @@ func TestSamplesAreAccepted(t *testing.T) {
 			g.Expect(err).NotTo(HaveOccurred())
 			u := &unstructured.Unstructured{}
 			g.Expect(yaml.Unmarshal(raw, &u.Object)).To(Succeed())
-			g.Expect(u.GetKind()).To(Equal("NSScaler"))
+			g.Expect(u.GetKind()).To(BeElementOf("NSScaler", "WakeRequest"))
+			if u.GetKind() == "WakeRequest" {
+				u.SetNamespace("default")
+			}
 			// Strict: a field the CRD no longer has is an error, not
 			// silently dropped.
 			g.Expect(k8s.Create(context.Background(), u, client.DryRunAll, client.FieldValidation("Strict"))).To(Succeed())
