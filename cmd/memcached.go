@@ -17,9 +17,15 @@ import (
 // registerMemcached: Memcached caches (cache.runbook.dev), see docs/memcached.md.
 func registerMemcached(reg *registry.Registry, scheme *runtime.Scheme, fs *flag.FlagSet, shared sharedFlags) {
 	utilruntime.Must(cachev1alpha1.AddToScheme(scheme))
-	workers := fs.Int("memcached-max-concurrent-reconciles", 4, "Memcached objects the memcached controller reconciles in parallel.")
+	workers := fs.Int("memcached-max-concurrent-reconciles", memcached.DefaultMaxConcurrentReconciles, "Memcached objects the memcached controller reconciles in parallel.")
 	resync := fs.Duration("memcached-secret-resync-period", memcached.DefaultSecretResync,
 		"How often the TLS and auth Secrets of a Memcached are read again (they are not watched): a certificate renewal reaches the pods within this period.")
+	tlsAgent := fs.String("memcached-tls-agent-image", memcached.DefaultTLSAgentImage,
+		"Image of the TLS agent that runs beside memcached when spec.tls is set and loads renewed certificates in place.")
+	clusterIssuers := fs.String("memcached-allowed-cluster-issuers", "",
+		"Comma-separated cert-manager ClusterIssuers a Memcached's spec.tls.issuerRef may name: name for cert-manager.io, group/name for an external issuer. Empty: none (Issuers of the Memcached's own namespace are always allowed).")
+	clusterDomain := fs.String("memcached-cluster-domain", memcached.DefaultClusterDomain,
+		"DNS domain of the cluster's Services: the last of the DNS names a Memcached's issued certificate defaults to.")
 	reg.Add(memcached.Name, func(mgr ctrl.Manager) error {
 		metrics := memcached.NewMetrics()
 		if err := metrics.Register(crmetrics.Registry); err != nil {
@@ -33,6 +39,11 @@ func registerMemcached(reg *registry.Registry, scheme *runtime.Scheme, fs *flag.
 			OperatorNamespace:       *shared.operatorNamespace,
 			FingerprintKeySecret:    fingerprintKeySecret(fs),
 			Metrics:                 metrics,
+			TLSAgentImage:           *tlsAgent,
+			Issuance: memcached.IssuancePolicy{
+				AllowedClusterIssuers: splitList(*clusterIssuers),
+				ClusterDomain:         *clusterDomain,
+			},
 		})
 		return err
 	})

@@ -69,8 +69,13 @@ func buildMemcached(root string) (*MemcachedImage, error) {
 	}
 	arch := goArch[c.machine]
 	img, err := assemble("linux", arch, created, parts, v1.Config{
-		User:         fmt.Sprintf("%d:%d", memcacheUID, memcacheUID),
-		Entrypoint:   []string{memcachedProgram},
+		User:       fmt.Sprintf("%d:%d", memcacheUID, memcacheUID),
+		Entrypoint: []string{memcachedProgram},
+		// memcached saves its memory file (-e, the Memcached's warmRestart)
+		// only on SIGUSR1, and stops cleanly on it without one; the image
+		// has no shell to send it from a preStop hook, and a container's
+		// lifecycle.stopSignal needs the ContainerStopSignals feature.
+		StopSignal:   "SIGUSR1",
 		WorkingDir:   "/",
 		Env:          []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
 		ExposedPorts: map[string]struct{}{"11211/tcp": {}},

@@ -228,7 +228,7 @@ func TestMemcachedImageConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Config.User != "11211:11211" || !slices.Equal(cfg.Config.Entrypoint, []string{"/usr/bin/memcached"}) || len(cfg.Config.Cmd) != 0 {
+	if cfg.Config.User != "11211:11211" || !slices.Equal(cfg.Config.Entrypoint, []string{"/usr/bin/memcached"}) || len(cfg.Config.Cmd) != 0 || cfg.Config.StopSignal != "SIGUSR1" {
 		t.Errorf("config %+v", cfg.Config)
 	}
 	if got := cfg.Config.Labels["org.opencontainers.image.version"]; got != version || mc.Version != version {

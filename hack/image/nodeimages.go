@@ -62,7 +62,7 @@ func (n *nodeImage) ref() (string, error) {
 type nodeImagesFlags struct {
 	out, repo, tag, revision, buildFlags, caBundle string
 	managerCreated, staticCreated                  string
-	manager, web, pause                            binaryFlags
+	manager, web, pause, tlsAgent                  binaryFlags
 }
 
 func nodeImagesMain(args []string) error {
@@ -79,10 +79,11 @@ func nodeImagesMain(args []string) error {
 	fs.Var(&f.manager, "manager", "os/arch=path of the manager binary; repeat per platform")
 	fs.Var(&f.web, "web", "os/arch=path of the web binary (one platform)")
 	fs.Var(&f.pause, "pause", "os/arch=path of the pause binary (one platform)")
+	fs.Var(&f.tlsAgent, "tls-agent", "os/arch=path of the memcached TLS agent binary (one platform; optional)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if f.out == "" || len(f.manager) == 0 || len(f.web) != 1 || len(f.pause) != 1 {
+	if f.out == "" || len(f.manager) == 0 || len(f.web) != 1 || len(f.pause) != 1 || len(f.tlsAgent) > 1 {
 		return errors.New("node-images: -out, at least one -manager, one -web and one -pause are required")
 	}
 	start := time.Now()
@@ -144,12 +145,21 @@ func buildNodeImages(f nodeImagesFlags) ([]*nodeImage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("memcached: %w", err)
 	}
-	return []*nodeImage{
+	imgs := []*nodeImage{
 		{name: "pause", repo: f.repo + "/pause", tag: f.tag, created: staticCreated, image: pause, summary: "static pause binary"},
 		{name: "manager", repo: managerRepo, tag: f.tag, created: managerCreated, index: idx, summary: fmt.Sprintf("index of %d platform(s)", len(f.manager))},
 		{name: "memcached", repo: f.repo + "/memcached", tag: mc.Tag, created: mc.created(), image: mc.Image, summary: "Debian " + strings.Join(mc.Packages, " ")},
 		{name: "web", repo: f.repo + "/web", tag: f.tag, created: staticCreated, image: web, summary: "static demo web server"},
-	}, nil
+	}
+	if len(f.tlsAgent) == 1 {
+		agent, err := buildStatic(tlsAgentProgram, f.tlsAgent[0], staticCreated, f.buildFlags)
+		if err != nil {
+			return nil, fmt.Errorf("memcached-tls-agent: %w", err)
+		}
+		imgs = append(imgs, &nodeImage{name: "memcached-tls-agent", repo: f.repo + "/runbook-memcached-tls-agent", tag: f.tag,
+			created: staticCreated, image: agent, summary: "static memcached TLS agent"})
+	}
+	return imgs, nil
 }
 
 func (m *MemcachedImage) created() time.Time {

@@ -23,7 +23,7 @@ func testNodeFlags(t *testing.T, out string) nodeImagesFlags {
 	}
 	return nodeImagesFlags{out: out, repo: "runbook.local", tag: "test", caBundle: ca,
 		managerCreated: "1700000000", staticCreated: "1700000000",
-		manager: bins, web: bins[:1], pause: bins[:1]}
+		manager: bins, web: bins[:1], pause: bins[:1], tlsAgent: bins[:1]}
 }
 
 // untar extracts an OCI archive into a directory.
@@ -62,7 +62,7 @@ func untar(t *testing.T, archive string) string {
 	}
 }
 
-// TestNodeImagesArchivesAndManifest: images.json names the four images by
+// TestNodeImagesArchivesAndManifest: images.json names the five images by
 // tag and digest; each archive is an OCI layout whose index.json names the
 // image both ways for `ctr images import` (io.containerd.image.name), and
 // whose blobs hold the image; a second run with the same inputs keeps the
@@ -87,7 +87,7 @@ func TestNodeImagesArchivesAndManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	refRE := regexp.MustCompile(`^(runbook\.local/[a-z-]+):([\w.-]+)@(sha256:[0-9a-f]{64})$`)
-	for _, name := range []string{"pause", "manager", "memcached", "web"} {
+	for _, name := range []string{"pause", "manager", "memcached", "web", "memcached-tls-agent"} {
 		e, ok := manifest[name]
 		if !ok || e != entries[name] || e.Archive != name+".oci.tar" {
 			t.Fatalf("images.json %s = %+v (written %+v)", name, e, entries[name])

@@ -15,6 +15,9 @@ type staticProgram struct {
 	path              string // where the binary is in the image
 	uid               int
 	users             bool // a base layer with passwd, group and /tmp
+	// source is the package built, as the history records it ("./<name>
+	// in hack/image" when empty).
+	source string
 }
 
 var (
@@ -22,6 +25,10 @@ var (
 		description: "Runbook's demo web server: its environment, one file, /healthz"}
 	pauseProgram = staticProgram{name: "pause", path: "/pause", uid: 65535,
 		description: "Runbook's pause: holds a pod sandbox's namespaces until SIGTERM or SIGINT"}
+	// tlsAgentProgram runs beside memcached (the pod sets memcache's uid).
+	tlsAgentProgram = staticProgram{name: "memcached-tls-agent", path: "/memcached-tls-agent", uid: nonRootUID,
+		source:      "./cmd/memcached-tls-agent of the root module",
+		description: "Runbook's memcached TLS agent: loads a renewed certificate into the pod's memcached (refresh_certs)"}
 )
 
 // buildStatic assembles the image of p from its binary for arch.
@@ -53,7 +60,7 @@ func buildStatic(p staticProgram, bin platformBinary, created time.Time, buildFl
 		return nil, err
 	}
 	parts = append(parts, layerPart{layer: l, comment: p.name,
-		createdBy: fmt.Sprintf("hack/image: %s (CGO_ENABLED=0 go build %s ./%s in hack/image)", p.path, buildFlags, p.name)})
+		createdBy: fmt.Sprintf("hack/image: %s (CGO_ENABLED=0 go build %s %s)", p.path, buildFlags, p.sourceOrDefault())})
 	return assemble(bin.OS, bin.Arch, created, parts, v1.Config{
 		User:       fmt.Sprintf("%d:%d", p.uid, p.uid),
 		Entrypoint: []string{p.path},
@@ -65,4 +72,11 @@ func buildStatic(p staticProgram, bin platformBinary, created time.Time, buildFl
 			"org.opencontainers.image.licenses":    "Apache-2.0",
 		},
 	})
+}
+
+func (p staticProgram) sourceOrDefault() string {
+	if p.source != "" {
+		return p.source
+	}
+	return "./" + p.name + " in hack/image"
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	cachev1alpha1 "github.com/runbook-dev/runbook/api/cache/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/controller/status"
 )
 
 // settings is the fully defaulted, validated configuration of one Memcached:
@@ -49,16 +50,21 @@ type settings struct {
 	Auth *authSettings
 	// NetworkPolicy is nil when disabled.
 	NetworkPolicy *networkPolicySettings
+	// WarmRestart keeps the items across container restarts
+	// (warmrestart.go).
+	WarmRestart bool
+	// TLSAgentImage is the image of the TLS agent beside memcached (the
+	// manager's flag; used when TLS is on).
+	TLSAgentImage string
 	// SecretHash is the keyed fingerprint of the TLS and auth Secrets' data
 	// (empty without them); a change rolls the pods.
 	SecretHash string
 }
 
 // invalidSpecError is a spec the controller cannot run; it becomes the
-// Degraded condition with reason InvalidSpec.
-type invalidSpecError struct{ msg string }
-
-func (e *invalidSpecError) Error() string { return e.msg }
+// Degraded condition with reason InvalidSpec. The kit's type under a short
+// name: the spec checks build one in many places.
+type invalidSpecError = status.InvalidSpecError
 
 // resolveSettings applies the defaults the CRD would apply (so objects built
 // in Go behave like stored ones) and the defaults that depend on other fields
@@ -76,7 +82,8 @@ func resolveSettings(spec *cachev1alpha1.MemcachedSpec) (settings, error) {
 		func() error { return checkRanges(s) },
 		func() error { return resolveMemory(&s, spec) },
 		func() error { return checkSecurity(s) },
-		func() error { return checkExtraArgs(s.ExtraArgs, argsContext{auth: s.Auth != nil}) },
+		func() error { return checkExtraArgs(s.ExtraArgs, argsOf(s)) },
+		func() error { return checkWarmRestart(s, spec) },
 		func() error { return checkPodOverrides(&spec.PodOverrides) },
 		func() error { return checkSecurityOverrides(&spec.PodOverrides) },
 		func() error { return resolveNetworkPolicy(&s, spec.NetworkPolicy) },
@@ -86,6 +93,11 @@ func resolveSettings(spec *cachev1alpha1.MemcachedSpec) (settings, error) {
 		}
 	}
 	return s, nil
+}
+
+// argsOf is what the rest of the spec means for extraArgs.
+func argsOf(s settings) argsContext {
+	return argsContext{auth: s.Auth != nil, warmRestart: s.WarmRestart}
 }
 
 // defaultSettings copies the spec's plain fields, each with the CRD's
@@ -101,18 +113,19 @@ func defaultSettings(spec *cachev1alpha1.MemcachedSpec) settings {
 		Verbosity:      spec.Verbosity,
 		ExtraArgs:      spec.ExtraArgs,
 		PDBMaxUnavail:  intstr.FromInt32(1),
+		WarmRestart:    spec.WarmRestart,
 	}
 }
 
 func checkRanges(s settings) error {
 	if s.Size < 0 || s.Size > cachev1alpha1.MaxSize {
-		return &invalidSpecError{fmt.Sprintf("size %d is outside 0..%d", s.Size, cachev1alpha1.MaxSize)}
+		return &invalidSpecError{Msg: fmt.Sprintf("size %d is outside 0..%d", s.Size, cachev1alpha1.MaxSize)}
 	}
 	if s.Verbosity < 0 || s.Verbosity > 3 {
-		return &invalidSpecError{fmt.Sprintf("verbosity %d is outside 0..3", s.Verbosity)}
+		return &invalidSpecError{Msg: fmt.Sprintf("verbosity %d is outside 0..3", s.Verbosity)}
 	}
 	if s.Kind != cachev1alpha1.WorkloadDeployment && s.Kind != cachev1alpha1.WorkloadStatefulSet {
-		return &invalidSpecError{fmt.Sprintf("workloadKind %q is neither Deployment nor StatefulSet", s.Kind)}
+		return &invalidSpecError{Msg: fmt.Sprintf("workloadKind %q is neither Deployment nor StatefulSet", s.Kind)}
 	}
 	return nil
 }
@@ -161,6 +174,7 @@ func memcachedArgs(s settings) []string {
 	}
 	args = append(args, tlsArgs(s.TLS)...)
 	args = append(args, authArgs(s.Auth)...)
+	args = append(args, warmRestartArgs(s)...)
 	return append(args, s.ExtraArgs...)
 }
 
@@ -183,8 +197,9 @@ func configHash(s settings, overrides *cachev1alpha1.PodOverrides) string {
 		ExporterArgs  []string                    `json:"exporterArgs,omitempty"`
 		MemoryLimit   string                      `json:"memoryLimit,omitempty"`
 		Overrides     *cachev1alpha1.PodOverrides `json:"overrides,omitempty"`
+		TLSAgent      []string                    `json:"tlsAgent,omitempty"`
 	}{s.Image, memcachedArgs(s), s.Exporter, s.ExporterImage, exporterTLSArgs(s.TLS, s.Exporter),
-		defaultLimitString(s.DefaultMemoryLimit), nonEmptyOverrides(overrides)})
+		defaultLimitString(s.DefaultMemoryLimit), nonEmptyOverrides(overrides), tlsAgentHashInput(s)})
 	h.Write(b)
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }

@@ -57,7 +57,8 @@ func (r *Reconciler) applyDeployment(ctx context.Context, mc *cachev1alpha1.Memc
 		obs.created = append(obs.created, fmt.Sprintf("Deployment (%d instances)", s.Size))
 		return after, nil
 	}
-	r.reportWorkloadChange(mc, s, "Deployment", live.Spec.Replicas, live.Spec.Template.Annotations)
+	noteSecretRollout(obs, live.Spec.Template.Annotations, s)
+	r.reportWorkloadChange(mc, obs, s, "Deployment", live.Spec.Replicas, live.Spec.Template.Annotations)
 	return after, nil
 }
 
@@ -104,14 +105,14 @@ func desiredPodTemplate(mc *cachev1alpha1.Memcached, s settings) (*corev1ac.PodT
 // rotations and drift corrections of an applied workload apart (the
 // replicas and template annotations are from before the apply), since
 // each means something different to an operator.
-func (r *Reconciler) reportWorkloadChange(mc *cachev1alpha1.Memcached, s settings, kind string, replicas *int32, annotations map[string]string) {
+func (r *Reconciler) reportWorkloadChange(mc *cachev1alpha1.Memcached, obs *observation, s settings, kind string, replicas *int32, annotations map[string]string) {
 	scaled := replicas == nil || *replicas != s.Size
 	if scaled {
 		from := int32(1) // the workload's default
 		if replicas != nil {
 			from = *replicas
 		}
-		r.Events.Normal(mc, nil, cachev1alpha1.EventScaled, "Scale", "Scaled %s %s from %d to %d instances", kind, mc.Name, from, s.Size)
+		obs.events.Normal(mc, nil, cachev1alpha1.EventScaled, "Scale", "Scaled %s %s from %d to %d instances", kind, mc.Name, from, s.Size)
 	}
 	newHash := configHash(s, &mc.Spec.PodOverrides)
 	oldHash := annotations[AnnotationConfigHash]
@@ -119,13 +120,13 @@ func (r *Reconciler) reportWorkloadChange(mc *cachev1alpha1.Memcached, s setting
 	switch {
 	case oldHash != newHash:
 		r.Metrics.rollout(rolloutConfig)
-		r.Events.Normal(mc, nil, cachev1alpha1.EventConfigRollout, "Rollout",
+		obs.events.Normal(mc, nil, cachev1alpha1.EventConfigRollout, "Rollout",
 			"Rolling the instances of %s %s to configuration %s (was %q), one at a time", kind, mc.Name, newHash, oldHash)
 	case rotated:
 		r.Metrics.rollout(rolloutSecret)
-		r.Events.Normal(mc, nil, cachev1alpha1.EventSecretRotated, "Rollout",
+		obs.events.Normal(mc, nil, cachev1alpha1.EventSecretRotated, "Rollout",
 			"Rolling the instances of %s %s one at a time: the data of its TLS or auth Secret changed", kind, mc.Name)
 	case !scaled:
-		r.Events.Normal(mc, nil, cachev1alpha1.EventDriftCorrected, "Update", "Restored the fields of %s %s that were changed outside the controller", kind, mc.Name)
+		obs.events.Normal(mc, nil, cachev1alpha1.EventDriftCorrected, "Update", "Restored the fields of %s %s that were changed outside the controller", kind, mc.Name)
 	}
 }

@@ -21,6 +21,11 @@ func warningFor(degradedReason string) (string, bool) {
 		return cachev1alpha1.EventInvalidSpec, true
 	case cachev1alpha1.ReasonSecretNotUsable:
 		return cachev1alpha1.EventSecretNotUsable, true
+	case cachev1alpha1.ReasonIssuerNotAllowed, cachev1alpha1.ReasonDNSNameNotAllowed,
+		cachev1alpha1.ReasonCertManagerNotInstalled, cachev1alpha1.ReasonCertificateSecretConflict:
+		// Issuance refused or impossible (certificate.go): the reason is
+		// the event's.
+		return degradedReason, true
 	}
 	return "", false
 }
@@ -33,7 +38,7 @@ func (r *Reconciler) eventForApply(mc *cachev1alpha1.Memcached, obs *observation
 	case created:
 		obs.created = append(obs.created, kind)
 	default:
-		r.Events.Normal(mc, nil, cachev1alpha1.EventDriftCorrected, "Update", "Restored the fields of %s %s that differ from the spec", kind, mc.Name)
+		obs.events.Normal(mc, nil, cachev1alpha1.EventDriftCorrected, "Update", "Restored the fields of %s %s that differ from the spec", kind, mc.Name)
 	}
 }
 
@@ -43,14 +48,14 @@ func (r *Reconciler) reportCreated(mc *cachev1alpha1.Memcached, obs *observation
 	if len(obs.created) == 0 {
 		return
 	}
-	r.Events.Normal(mc, nil, cachev1alpha1.EventCreated, "Create", "Created %s (all named %s)", strings.Join(obs.created, ", "), mc.Name)
+	obs.events.Normal(mc, nil, cachev1alpha1.EventCreated, "Create", "Created %s (all named %s)", strings.Join(obs.created, ", "), mc.Name)
 	obs.created = nil
 }
 
 // reportDegraded emits the Warning of a Degraded condition that has just
 // changed to a reason with one (before: the conditions the new status
 // replaced).
-func (r *Reconciler) reportDegraded(mc *cachev1alpha1.Memcached, before []metav1.Condition) {
+func (r *Reconciler) reportDegraded(mc *cachev1alpha1.Memcached, obs *observation, before []metav1.Condition) {
 	if !status.Changed(before, mc.Status.Conditions, cachev1alpha1.ConditionDegraded) {
 		return
 	}
@@ -59,6 +64,6 @@ func (r *Reconciler) reportDegraded(mc *cachev1alpha1.Memcached, before []metav1
 		r.Metrics.degradedTo(after.Reason)
 	}
 	if reason, ok := warningFor(after.Reason); ok && after.Status == metav1.ConditionTrue {
-		r.Events.Warning(mc, nil, reason, "Reconcile", "%s", after.Message)
+		obs.events.Warning(mc, nil, reason, "Reconcile", "%s", after.Message)
 	}
 }

@@ -57,6 +57,8 @@ type argsContext struct {
 	// auth: memcached's ASCII auth file is on, which only works with the
 	// ASCII protocol (memcached refuses -B binary or -B auto with it).
 	auth bool
+	// warmRestart: the controller sets the memory file (-e).
+	warmRestart bool
 }
 
 // checkExtraArgs reads args as memcached does and refuses any option the
@@ -65,12 +67,15 @@ type argsContext struct {
 func checkExtraArgs(args []string, ctx argsContext) error {
 	opts, err := parseMemcachedArgs(args)
 	if err != nil {
-		return &invalidSpecError{err.Error() + " (memcached would refuse to start)"}
+		return &invalidSpecError{Msg: err.Error() + " (memcached would refuse to start)"}
 	}
 	for _, o := range opts {
 		if why, ok := controlledOptions[o.opt.short]; ok {
-			return &invalidSpecError{fmt.Sprintf("extraArgs[%d] %q sets %s, which the controller controls: %s",
+			return &invalidSpecError{Msg: fmt.Sprintf("extraArgs[%d] %q sets %s, which the controller controls: %s",
 				o.arg, o.spelling, describeOption(o.opt), why)}
+		}
+		if o.opt.short == 'e' && ctx.warmRestart {
+			return &invalidSpecError{Msg: fmt.Sprintf("extraArgs[%d] %q sets %s, which warmRestart manages", o.arg, o.spelling, describeOption(o.opt))}
 		}
 		if err := checkOptionValue(o, ctx); err != nil {
 			return err
@@ -87,7 +92,7 @@ func checkOptionValue(o parsedOption, ctx argsContext) error {
 		return checkSubOptions(o)
 	case 'B':
 		if ctx.auth && strings.TrimLeft(o.value, " \t") != "ascii" {
-			return &invalidSpecError{fmt.Sprintf("extraArgs[%d] %q sets the protocol to %q: with spec.auth memcached speaks only ascii (and refuses to start otherwise)",
+			return &invalidSpecError{Msg: fmt.Sprintf("extraArgs[%d] %q sets the protocol to %q: with spec.auth memcached speaks only ascii (and refuses to start otherwise)",
 				o.arg, o.spelling, o.value)}
 		}
 	}
@@ -97,11 +102,11 @@ func checkOptionValue(o parsedOption, ctx argsContext) error {
 func checkSubOptions(o parsedOption) error {
 	for _, sub := range parseSubOptions(o.value) {
 		if why, ok := controlledSubOptions[sub.name]; ok {
-			return &invalidSpecError{fmt.Sprintf("extraArgs[%d] %q sets the sub-option %s, which the controller controls: %s",
+			return &invalidSpecError{Msg: fmt.Sprintf("extraArgs[%d] %q sets the sub-option %s, which the controller controls: %s",
 				o.arg, o.spelling, sub.name, why)}
 		}
 		if !subOptionName.MatchString(sub.name) {
-			return &invalidSpecError{fmt.Sprintf("extraArgs[%d] %q has the sub-option %q, which memcached does not know (it would refuse to start)",
+			return &invalidSpecError{Msg: fmt.Sprintf("extraArgs[%d] %q has the sub-option %q, which memcached does not know (it would refuse to start)",
 				o.arg, o.spelling, sub.name)}
 		}
 	}

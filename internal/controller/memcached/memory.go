@@ -39,10 +39,10 @@ func resolveMemory(s *settings, spec *cachev1alpha1.MemcachedSpec) error {
 		return err
 	}
 	if s.MemoryMiB < 1 {
-		return &invalidSpecError{fmt.Sprintf("memoryMiB %d must be at least 1", s.MemoryMiB)}
+		return &invalidSpecError{Msg: fmt.Sprintf("memoryMiB %d must be at least 1", s.MemoryMiB)}
 	}
 	if int64(s.MaxItemSizeKiB)*2 > int64(s.MemoryMiB)*1024 {
-		return &invalidSpecError{fmt.Sprintf("maxItemSizeKiB %d is more than half of the item memory (%d MiB); memcached would refuse to start", s.MaxItemSizeKiB, s.MemoryMiB)}
+		return &invalidSpecError{Msg: fmt.Sprintf("maxItemSizeKiB %d is more than half of the item memory (%d MiB); memcached would refuse to start", s.MaxItemSizeKiB, s.MemoryMiB)}
 	}
 	return nil
 }
@@ -51,7 +51,7 @@ func resolveMemory(s *settings, spec *cachev1alpha1.MemcachedSpec) error {
 func memoryFromLimit(limit resource.Quantity) (int32, error) {
 	limitMiB := limit.Value() >> 20
 	if limitMiB < int64(cachev1alpha1.MinMemoryLimitMiB) {
-		return 0, &invalidSpecError{fmt.Sprintf("memory limit %s is below the minimum of %dMi", limit.String(), cachev1alpha1.MinMemoryLimitMiB)}
+		return 0, &invalidSpecError{Msg: fmt.Sprintf("memory limit %s is below the minimum of %dMi", limit.String(), cachev1alpha1.MinMemoryLimitMiB)}
 	}
 	return int32(limitMiB - headroomMiB(limitMiB)), nil
 }
@@ -62,10 +62,10 @@ func memoryFromLimit(limit resource.Quantity) (int32, error) {
 func checkHeadroom(memoryMiB int32, limitMiB int64) error {
 	m := int64(memoryMiB)
 	if m > limitMiB {
-		return &invalidSpecError{fmt.Sprintf("memoryMiB %d exceeds the memory limit of %d MiB", m, limitMiB)}
+		return &invalidSpecError{Msg: fmt.Sprintf("memoryMiB %d exceeds the memory limit of %d MiB", m, limitMiB)}
 	}
 	if need := headroomMiB(limitMiB); m+need > limitMiB {
-		return &invalidSpecError{fmt.Sprintf(
+		return &invalidSpecError{Msg: fmt.Sprintf(
 			"memoryMiB %d leaves %d MiB of the %d MiB memory limit for memcached's own memory (connections, hash table, threads), which needs %d MiB (10%% of the limit, at least 16 MiB): set memoryMiB to at most %d, or raise the limit",
 			m, limitMiB-m, limitMiB, need, limitMiB-need)}
 	}

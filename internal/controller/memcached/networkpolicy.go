@@ -38,7 +38,7 @@ func resolveNetworkPolicy(s *settings, np *cachev1alpha1.NetworkPolicySpec) erro
 		return nil
 	}
 	if len(np.Clients) == 0 {
-		return &invalidSpecError{"networkPolicy.enabled needs at least one entry in clients"}
+		return &invalidSpecError{Msg: "networkPolicy.enabled needs at least one entry in clients"}
 	}
 	out := &networkPolicySettings{Clients: np.Clients, Scrapers: np.MetricsScrapers}
 	if len(out.Scrapers) == 0 {
@@ -57,11 +57,11 @@ func resolveNetworkPolicy(s *settings, np *cachev1alpha1.NetworkPolicySpec) erro
 func checkPeers(what string, peers []cachev1alpha1.NetworkPolicyPeer) error {
 	for i, p := range peers {
 		if p.PodSelector == nil && p.NamespaceSelector == nil {
-			return &invalidSpecError{fmt.Sprintf("networkPolicy.%s[%d] needs a podSelector, a namespaceSelector or both", what, i)}
+			return &invalidSpecError{Msg: fmt.Sprintf("networkPolicy.%s[%d] needs a podSelector, a namespaceSelector or both", what, i)}
 		}
 		for _, sel := range []*metav1.LabelSelector{p.PodSelector, p.NamespaceSelector} {
 			if _, err := metav1.LabelSelectorAsSelector(sel); err != nil {
-				return &invalidSpecError{fmt.Sprintf("networkPolicy.%s[%d] has an invalid selector: %v", what, i, err)}
+				return &invalidSpecError{Msg: fmt.Sprintf("networkPolicy.%s[%d] has an invalid selector: %v", what, i, err)}
 			}
 		}
 	}
@@ -85,7 +85,7 @@ func (r *Reconciler) reconcileNetworkPolicy(ctx context.Context, mc *cachev1alph
 	case !apply:
 		return nil
 	case s.NetworkPolicy == nil:
-		return r.deleteNetworkPolicy(ctx, mc, live)
+		return r.deleteNetworkPolicy(ctx, mc, live, obs)
 	}
 	var cached client.Object
 	if live != nil {
@@ -101,14 +101,14 @@ func (r *Reconciler) reconcileNetworkPolicy(ctx context.Context, mc *cachev1alph
 
 // deleteNetworkPolicy deletes exactly the owned NetworkPolicy that was seen
 // (nil: there is none).
-func (r *Reconciler) deleteNetworkPolicy(ctx context.Context, mc *cachev1alpha1.Memcached, np *networkingv1.NetworkPolicy) error {
+func (r *Reconciler) deleteNetworkPolicy(ctx context.Context, mc *cachev1alpha1.Memcached, np *networkingv1.NetworkPolicy, obs *observation) error {
 	if np == nil {
 		return nil
 	}
 	if err := r.Client.Delete(ctx, np, client.Preconditions{UID: &np.UID, ResourceVersion: &np.ResourceVersion}); client.IgnoreNotFound(err) != nil {
 		return err
 	}
-	r.Events.Normal(mc, nil, cachev1alpha1.EventDeleted, "Delete", "Deleted NetworkPolicy %s: it is disabled", mc.Name)
+	obs.events.Normal(mc, nil, cachev1alpha1.EventDeleted, "Delete", "Deleted NetworkPolicy %s: it is disabled", mc.Name)
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package memcached
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -16,11 +17,18 @@ import (
 // an invalid spec, a Secret that may not be used, the fingerprint key.
 func (r *Reconciler) prepare(ctx context.Context, mc *cachev1alpha1.Memcached) (settings, observation) {
 	s, invalid := resolveSettings(&mc.Spec)
-	obs := observation{generation: mc.Generation, size: s.Size, kind: s.Kind, invalid: invalid}
+	obs := observation{generation: mc.Generation, size: s.Size, kind: s.Kind, invalid: invalid,
+		tls: tlsObservation{on: mc.Spec.TLS != nil}}
 	if invalid != nil {
 		return s, obs
 	}
+	s.TLSAgentImage = cmp.Or(r.TLSAgentImage, DefaultTLSAgentImage)
+	if ok, err := r.prepareIssuance(ctx, mc, s, &obs); !ok || err != nil {
+		obs.applyErr = err
+		return s, obs
+	}
 	uses := secretUses(s, &mc.Spec)
+	observeCertificate(uses, s.TLS, &obs)
 	obs.usesSecrets = len(uses) > 0
 	hash, err := r.checkSecrets(ctx, mc.Namespace, uses)
 	asSecretProblem(err, &obs)

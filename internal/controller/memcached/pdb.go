@@ -34,7 +34,7 @@ func (r *Reconciler) reconcilePDB(ctx context.Context, mc *cachev1alpha1.Memcach
 	case !apply:
 		return nil
 	case !s.PDBEnabled:
-		return r.deletePDB(ctx, mc, pdb)
+		return r.deletePDB(ctx, mc, pdb, obs)
 	}
 	var cached client.Object
 	if pdb != nil {
@@ -53,7 +53,7 @@ func (r *Reconciler) reconcilePDB(ctx context.Context, mc *cachev1alpha1.Memcach
 // disruption controller writes the PDB's status, so the copy seen is often
 // a resourceVersion behind: on a conflict the live PDB is read again and,
 // while it is still ours, deleted with its own preconditions.
-func (r *Reconciler) deletePDB(ctx context.Context, mc *cachev1alpha1.Memcached, pdb *policyv1.PodDisruptionBudget) error {
+func (r *Reconciler) deletePDB(ctx context.Context, mc *cachev1alpha1.Memcached, pdb *policyv1.PodDisruptionBudget, obs *observation) error {
 	deleted := false
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if pdb == nil || !metav1.IsControlledBy(pdb, mc) {
@@ -78,7 +78,7 @@ func (r *Reconciler) deletePDB(ctx context.Context, mc *cachev1alpha1.Memcached,
 	if err != nil || !deleted {
 		return err
 	}
-	r.Events.Normal(mc, nil, cachev1alpha1.EventDeleted, "Delete", "Deleted PodDisruptionBudget %s: it is disabled or size is at most 1", mc.Name)
+	obs.events.Normal(mc, nil, cachev1alpha1.EventDeleted, "Delete", "Deleted PodDisruptionBudget %s: it is disabled or size is at most 1", mc.Name)
 	return nil
 }
 

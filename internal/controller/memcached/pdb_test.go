@@ -62,7 +62,7 @@ func TestDeletePDBLooksAgainAfterAConflict(t *testing.T) {
 			r := lc.newReconciler(clocktesting.NewFakePassiveClock(time.Now()), events.NewFakeRecorder(10))
 			r.APIReader = lc.server
 
-			if err := r.deletePDB(ctx, mc, seen); err != nil {
+			if err := r.deletePDB(ctx, mc, seen, &observation{}); err != nil {
 				t.Fatalf("deletePDB with a stale copy: %v", err)
 			}
 			err := lc.server.Get(ctx, client.ObjectKeyFromObject(owned), &policyv1.PodDisruptionBudget{})

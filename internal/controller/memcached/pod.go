@@ -56,6 +56,7 @@ func desiredPodSpec(mc *cachev1alpha1.Memcached, s settings) (*corev1ac.PodSpecA
 	}
 	pod.WithSecurityContext(security)
 	applyPodOverrides(pod, &mc.Spec.PodOverrides)
+	withWarmRestartPod(pod, s)
 	if err := placePod(pod, mc); err != nil {
 		return nil, err
 	}
@@ -71,6 +72,9 @@ func desiredVolumes(spec *cachev1alpha1.MemcachedSpec, s settings) ([]*corev1ac.
 	if s.Auth != nil {
 		out = append(out, authVolume(s.Auth))
 	}
+	if s.WarmRestart {
+		out = append(out, warmRestartVolume(s))
+	}
 	extra, err := extraVolumes(spec.ExtraVolumes)
 	if err != nil {
 		return nil, err
@@ -78,20 +82,29 @@ func desiredVolumes(spec *cachev1alpha1.MemcachedSpec, s settings) ([]*corev1ac.
 	return append(out, extra...), nil
 }
 
-// desiredContainers: memcached, and the exporter sidecar when enabled.
+// desiredContainers: memcached, the exporter sidecar when enabled, the TLS
+// agent with TLS.
 func desiredContainers(spec *cachev1alpha1.MemcachedSpec, s settings) ([]*corev1ac.ContainerApplyConfiguration, error) {
 	memcached := memcachedContainer(spec, s)
 	if err := withPullAndResources(memcached, spec.ImagePullPolicy, memcachedResources(spec.Resources, s), "resources"); err != nil {
 		return nil, err
 	}
-	if !s.Exporter {
-		return []*corev1ac.ContainerApplyConfiguration{memcached}, nil
+	out := []*corev1ac.ContainerApplyConfiguration{memcached}
+	if s.Exporter {
+		exporter := exporterContainer(s)
+		if err := withPullAndResources(exporter, spec.ImagePullPolicy, spec.Exporter.Resources, "exporter resources"); err != nil {
+			return nil, err
+		}
+		out = append(out, exporter)
 	}
-	exporter := exporterContainer(s)
-	if err := withPullAndResources(exporter, spec.ImagePullPolicy, spec.Exporter.Resources, "exporter resources"); err != nil {
-		return nil, err
+	if s.TLS != nil {
+		agent := tlsAgentContainer(s)
+		if spec.ImagePullPolicy != "" {
+			agent.WithImagePullPolicy(spec.ImagePullPolicy)
+		}
+		out = append(out, agent)
 	}
-	return []*corev1ac.ContainerApplyConfiguration{memcached, exporter}, nil
+	return out, nil
 }
 
 // memcachedResources are the spec's resources with the default memory
@@ -127,6 +140,7 @@ func memcachedContainer(spec *cachev1alpha1.MemcachedSpec, s settings) *corev1ac
 		c.WithVolumeMounts(authMount())
 	}
 	applyContainerOverrides(c, &spec.PodOverrides)
+	withWarmRestart(c, s)
 	return c
 }
 

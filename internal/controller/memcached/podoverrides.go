@@ -97,7 +97,7 @@ func extraVolumes(vols []cachev1alpha1.ExtraVolume) ([]*corev1ac.VolumeApplyConf
 		case v.Ephemeral != nil:
 			vol.WithEphemeral(ephemeralVolume(v.Ephemeral))
 		default:
-			return nil, &invalidSpecError{fmt.Sprintf("extra volume %s needs emptyDir or ephemeral", v.Name)}
+			return nil, &invalidSpecError{Msg: fmt.Sprintf("extra volume %s needs emptyDir or ephemeral", v.Name)}
 		}
 		out = append(out, vol)
 	}
@@ -125,20 +125,20 @@ func checkPodOverrides(o *cachev1alpha1.PodOverrides) error {
 	}
 	for _, k := range slices.Sorted(maps.Keys(o.PodAnnotations)) {
 		if errs := validation.IsQualifiedName(strings.ToLower(k)); len(errs) > 0 {
-			return &invalidSpecError{fmt.Sprintf("podAnnotations key %q is not a valid annotation key: %s", k, strings.Join(errs, "; "))}
+			return &invalidSpecError{Msg: fmt.Sprintf("podAnnotations key %q is not a valid annotation key: %s", k, strings.Join(errs, "; "))}
 		}
 		if strings.HasPrefix(k, reservedAnnotationPrefix) {
-			return &invalidSpecError{fmt.Sprintf("podAnnotations must not set %q: the controller sets %s annotations", k, reservedAnnotationPrefix)}
+			return &invalidSpecError{Msg: fmt.Sprintf("podAnnotations must not set %q: the controller sets %s annotations", k, reservedAnnotationPrefix)}
 		}
 	}
 	for _, e := range o.ExtraEnv {
 		if reservedEnv(e.Name) {
-			return &invalidSpecError{fmt.Sprintf("extraEnv must not set %s: memcached, OpenSSL, SASL, getopt or the dynamic loader read it", e.Name)}
+			return &invalidSpecError{Msg: fmt.Sprintf("extraEnv must not set %s: memcached, OpenSSL, SASL, getopt or the dynamic loader read it", e.Name)}
 		}
 	}
 	for _, v := range o.ExtraVolumes {
 		if v.MountPath == "/etc/memcached" || strings.HasPrefix(v.MountPath, "/etc/memcached/") || strings.HasPrefix(v.Name, "memcached-") {
-			return &invalidSpecError{fmt.Sprintf("extra volume %s must not use the controller's name prefix memcached- or mount at /etc/memcached", v.Name)}
+			return &invalidSpecError{Msg: fmt.Sprintf("extra volume %s must not use the controller's name prefix memcached- or mount at /etc/memcached", v.Name)}
 		}
 	}
 	return nil
@@ -146,13 +146,13 @@ func checkPodOverrides(o *cachev1alpha1.PodOverrides) error {
 
 func checkPodLabel(k, v string) error {
 	if errs := validation.IsQualifiedName(k); len(errs) > 0 {
-		return &invalidSpecError{fmt.Sprintf("podLabels key %q is not a valid label key: %s", k, strings.Join(errs, "; "))}
+		return &invalidSpecError{Msg: fmt.Sprintf("podLabels key %q is not a valid label key: %s", k, strings.Join(errs, "; "))}
 	}
 	if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
-		return &invalidSpecError{fmt.Sprintf("podLabels value of %q is not a valid label value: %s", k, strings.Join(errs, "; "))}
+		return &invalidSpecError{Msg: fmt.Sprintf("podLabels value of %q is not a valid label value: %s", k, strings.Join(errs, "; "))}
 	}
 	if _, ours := objectLabelKeys[k]; ours {
-		return &invalidSpecError{fmt.Sprintf("podLabels must not set %q: the controller selects its pods by it", k)}
+		return &invalidSpecError{Msg: fmt.Sprintf("podLabels must not set %q: the controller selects its pods by it", k)}
 	}
 	return nil
 }

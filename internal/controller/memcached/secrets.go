@@ -14,13 +14,16 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	cachev1alpha1 "github.com/runbook-dev/runbook/api/cache/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/controller/status"
 )
 
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 
 // AnnotationSecretHash on the pod template is a keyed fingerprint of the
-// data of the TLS and auth Secrets the pods mount: a renewal changes it and
-// so replaces the instances one at a time. It is keyed (HMAC with the
+// data of the TLS and auth Secrets the pods mount that the running
+// memcached cannot load in place: a change replaces the instances one at a
+// time. A certificate renewal under the same issuer does not change it
+// (the pods' TLS agent loads it, tls_renewal.go). It is keyed (HMAC with the
 // manager's fingerprint key) so that someone who may read pods but not
 // Secrets cannot test guesses of a password against it.
 const AnnotationSecretHash = "cache.runbook.dev/secret-hash"
@@ -34,16 +37,20 @@ type secretUse struct {
 	// check, when set, says whether memcached can load the data (the keys
 	// are present); its error names what is wrong, never a value.
 	check func(data map[string][]byte) error
+	// rollsOn, when set, is what of the data replaces the pods when it
+	// changes, instead of the keys' values (tls_renewal.go: a renewal is
+	// loaded in place, only a new issuer rolls).
+	rollsOn func(data map[string][]byte) []byte
+	// observe, when set, sees the data of a usable Secret (nothing is
+	// kept of it but what the status shows).
+	observe func(data map[string][]byte)
 }
 
 // secretUses lists the Secrets of s and spec in a fixed order.
 func secretUses(s settings, spec *cachev1alpha1.MemcachedSpec) []secretUse {
 	var uses []secretUse
 	if t := s.TLS; t != nil {
-		uses = append(uses, secretUse{name: t.SecretName, keys: []string{cachev1alpha1.TLSCertKey, cachev1alpha1.TLSPrivateKeyKey}, mounted: true,
-			check: func(d map[string][]byte) error {
-				return keyError(cachev1alpha1.TLSCertKey+" and "+cachev1alpha1.TLSPrivateKeyKey, checkKeyPair(d[cachev1alpha1.TLSCertKey], d[cachev1alpha1.TLSPrivateKeyKey]))
-			}})
+		uses = append(uses, tlsServerUse(t))
 		if ca := t.ClientCA; ca != nil {
 			key := ca.Key
 			uses = append(uses, secretUse{name: ca.Name, keys: []string{key}, mounted: true,
@@ -91,6 +98,9 @@ func (r *Reconciler) checkSecrets(ctx context.Context, namespace string, uses []
 		if err != nil {
 			return "", err
 		}
+		if u.observe != nil {
+			u.observe(sec.Data)
+		}
 		if u.mounted {
 			mounted, mountedUses = append(mounted, sec), append(mountedUses, u)
 		}
@@ -115,9 +125,9 @@ func (r *Reconciler) readUsableSecret(ctx context.Context, namespace string, u s
 	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: u.name}, sec)
 	switch {
 	case err != nil && !apierrors.IsNotFound(err):
-		return nil, fmt.Errorf("reading Secret %s failed (%s)", u.name, apiErrorReason(err))
+		return nil, fmt.Errorf("reading Secret %s failed (%s)", u.name, status.APIErrorReason(err))
 	case err != nil || sec.Labels[cachev1alpha1.UsableLabel] != "true":
-		return nil, &secretNotUsableError{secretNotUsableMessage(u.name)}
+		return nil, &secretNotUsableError{status.SecretNotUsableMessage(u.name, cachev1alpha1.UsableLabel, "Memcacheds")}
 	}
 	var missing []string
 	for _, k := range u.keys {
@@ -144,11 +154,6 @@ func keyError(keys string, err error) error {
 	return fmt.Errorf("%s %w", keys, err)
 }
 
-func secretNotUsableMessage(name string) string {
-	return fmt.Sprintf("Secret %s does not exist or is not labelled %s=true; whoever may edit Secrets in this namespace lets Memcacheds use it with: kubectl label secret %s %s=true",
-		name, cachev1alpha1.UsableLabel, name, cachev1alpha1.UsableLabel)
-}
-
 // fingerprintSecrets writes the mounted data to h unambiguously: the
 // Secret's name, then each needed key and its value, all length-prefixed.
 // Only the keys the pods mount count, so a change elsewhere in the Secret
@@ -161,6 +166,11 @@ func fingerprintSecrets(h hash.Hash, uses []secretUse, secrets []*corev1.Secret)
 	field([]byte("memcached secret data v1"))
 	for i, u := range uses {
 		field([]byte(u.name))
+		if u.rollsOn != nil {
+			field([]byte("rolls on"))
+			field(u.rollsOn(secrets[i].Data))
+			continue
+		}
 		keys := slices.Clone(u.keys)
 		slices.Sort(keys)
 		for _, k := range keys {
@@ -168,15 +178,6 @@ func fingerprintSecrets(h hash.Hash, uses []secretUse, secrets []*corev1.Secret)
 			field(secrets[i].Data[k])
 		}
 	}
-}
-
-// apiErrorReason is the apiserver's reason for err (Forbidden,
-// ServiceUnavailable, ...), never its message.
-func apiErrorReason(err error) string {
-	if r := apierrors.ReasonForError(err); r != "" {
-		return string(r)
-	}
-	return "apiserver unreachable"
 }
 
 // asSecretProblem sorts an error of checkSecrets into the observation.

@@ -94,7 +94,7 @@ func TestMissingSecretDegradesThenRecovers(t *testing.T) {
 	}
 }
 
-// A renewal changes only the Secret fingerprint of the pod template: one
+// A new CA changes only the Secret fingerprint of the pod template: one
 // SecretRotated event, one rollout counted as a Secret rollout. Nothing
 // changes when the Secret's labels do.
 func TestSecretRenewalRollsTheInstances(t *testing.T) {
@@ -139,9 +139,11 @@ func TestSecretRenewalRollsTheInstances(t *testing.T) {
 	if a[AnnotationSecretHash] == b[AnnotationSecretHash] || a[AnnotationConfigHash] != b[AnnotationConfigHash] {
 		t.Errorf("annotations %v -> %v: want only the Secret fingerprint changed", b, a)
 	}
+	// A new CA: a change of trust, rolled (tls_renewal.go), and reported
+	// as a renewal too.
 	evs := drain(recorder)
-	if len(evs) != 1 || !strings.Contains(evs[0], cachev1alpha1.EventSecretRotated) {
-		t.Errorf("events %q, want one %s", evs, cachev1alpha1.EventSecretRotated)
+	if len(evs) != 2 || countEvents(evs, cachev1alpha1.EventSecretRotated, "") != 1 || countEvents(evs, cachev1alpha1.EventCertificateRenewed, "replaced one at a time") != 1 {
+		t.Errorf("events %q, want one %s and one %s", evs, cachev1alpha1.EventSecretRotated, cachev1alpha1.EventCertificateRenewed)
 	}
 	if counterValue(t, r.Metrics.rollouts.WithLabelValues(rolloutConfig)) != 0 {
 		t.Error("the renewal was counted as a configuration rollout")

@@ -18,7 +18,7 @@ func resolveSecurity(s *settings, spec *cachev1alpha1.MemcachedSpec) {
 // them (the exporter cannot authenticate, the TLS version is known).
 func checkSecurity(s settings) error {
 	if s.Auth != nil && s.Exporter {
-		return &invalidSpecError{"auth cannot be combined with exporter.enabled: the memcached exporter cannot authenticate"}
+		return &invalidSpecError{Msg: "auth cannot be combined with exporter.enabled: the memcached exporter cannot authenticate"}
 	}
 	if s.TLS != nil {
 		if _, err := sslMinVersion(s.TLS.MinVersion); err != nil {

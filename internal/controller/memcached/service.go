@@ -55,7 +55,7 @@ func (r *Reconciler) applyService(ctx context.Context, mc *cachev1alpha1.Memcach
 			return fmt.Errorf("repairing ports of Service %s: %w", key, err)
 		}
 		if fixed {
-			r.Events.Normal(mc, nil, cachev1alpha1.EventDriftCorrected, "Update", "Removed ports of Service %s that reuse the names of its own ports", mc.Name)
+			obs.events.Normal(mc, nil, cachev1alpha1.EventDriftCorrected, "Update", "Removed ports of Service %s that reuse the names of its own ports", mc.Name)
 		}
 		cached = live
 	}

@@ -64,7 +64,7 @@ func (r *Reconciler) reconcileServiceMonitor(ctx context.Context, mc *cachev1alp
 	case !apply:
 		return nil
 	case !s.ServiceMonitor:
-		return r.deleteServiceMonitor(ctx, mc, live)
+		return r.deleteServiceMonitor(ctx, mc, live, obs)
 	}
 	return r.applyServiceMonitor(ctx, mc, s, live, obs)
 }
@@ -98,7 +98,7 @@ func (r *Reconciler) applyServiceMonitor(ctx context.Context, mc *cachev1alpha1.
 
 // deleteServiceMonitor deletes the owned ServiceMonitor (nil: there is
 // none), exactly the one seen as owned.
-func (r *Reconciler) deleteServiceMonitor(ctx context.Context, mc *cachev1alpha1.Memcached, live *unstructured.Unstructured) error {
+func (r *Reconciler) deleteServiceMonitor(ctx context.Context, mc *cachev1alpha1.Memcached, live *unstructured.Unstructured, obs *observation) error {
 	if live == nil {
 		return nil
 	}
@@ -106,7 +106,7 @@ func (r *Reconciler) deleteServiceMonitor(ctx context.Context, mc *cachev1alpha1
 	if err := r.Client.Delete(ctx, live, client.Preconditions{UID: &uid, ResourceVersion: &rv}); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting ServiceMonitor: %w", err)
 	}
-	r.Events.Normal(mc, nil, cachev1alpha1.EventDeleted, "Delete", "Deleted ServiceMonitor %s: it is disabled", mc.Name)
+	obs.events.Normal(mc, nil, cachev1alpha1.EventDeleted, "Delete", "Deleted ServiceMonitor %s: it is disabled", mc.Name)
 	return nil
 }
 

@@ -59,6 +59,20 @@ func (r *Reconciler) applyIfChanged(ctx context.Context, in desiredInputs, build
 		if err != nil {
 			return false, fmt.Errorf("comparing with the live object: %w", err)
 		}
+		if !same {
+			// A field the apiserver does not store (one of a feature gate
+			// that is off, such as a container's stopSignal) is missing from
+			// the live object after every apply. Whether the server keeps it
+			// now, only the server can say: a dry run tells, without a write.
+			if lacking, err := lacksOnly(want, owned); err != nil {
+				return false, fmt.Errorf("comparing with the live object: %w", err)
+			} else if lacking {
+				same, err = r.applyChangesNothing(ctx, want, live, into)
+				if err != nil {
+					return false, err
+				}
+			}
+		}
 		if same {
 			r.applied.record(live, hash)
 			return false, nil
@@ -77,6 +91,100 @@ func (r *Reconciler) applyIfChanged(ctx context.Context, in desiredInputs, build
 	}
 	r.applied.record(into, hash)
 	return true, nil
+}
+
+// applyChangesNothing reports whether applying want would leave live as it
+// is: the answer of a dry-run apply equals live in everything but its
+// status and the times of its managed fields (which a dry run stamps anew).
+// into is the empty object applyIfChanged decodes into; it stays empty.
+func (r *Reconciler) applyChangesNothing(ctx context.Context, want []byte, live, into client.Object) (bool, error) {
+	probe, ok := into.DeepCopyObject().(client.Object)
+	if !ok {
+		return false, fmt.Errorf("%T is not an object", into)
+	}
+	probe.SetNamespace(live.GetNamespace())
+	probe.SetName(live.GetName())
+	if err := r.Client.Patch(ctx, probe, client.RawPatch(types.ApplyPatchType, want), client.FieldOwner(FieldManager), client.ForceOwnership, client.DryRunAll); err != nil {
+		return false, fmt.Errorf("dry-run apply: %w", err)
+	}
+	a, err := storedFields(live)
+	if err != nil {
+		return false, err
+	}
+	b, err := storedFields(probe)
+	if err != nil {
+		return false, err
+	}
+	return equality.Semantic.DeepEqual(a, b), nil
+}
+
+// storedFields is o as the apiserver stores it for an apply to compare:
+// without its status (an apply of the object never changes it, and the
+// cached status may lag the server's), type, resourceVersion and the times
+// of its managed fields.
+func storedFields(o client.Object) (map[string]any, error) {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+	if err != nil {
+		return nil, err
+	}
+	delete(u, "status")
+	delete(u, "apiVersion")
+	delete(u, "kind")
+	if m, ok := u["metadata"].(map[string]any); ok {
+		delete(m, "resourceVersion")
+		if entries, ok := m["managedFields"].([]any); ok {
+			for _, e := range entries {
+				if e, ok := e.(map[string]any); ok {
+					delete(e, "time")
+				}
+			}
+		}
+	}
+	return u, nil
+}
+
+// lacksOnly reports whether the owned fields hold want's values except
+// for fields want sets that owned lacks: what the live object shows when
+// the apiserver dropped fields of the last apply. A value that differs, or
+// a field owned but no longer desired, is a change an apply makes.
+func lacksOnly(want []byte, owned any) (bool, error) {
+	a, b, err := jsonForms(want, owned)
+	if err != nil || b == nil {
+		return false, err
+	}
+	return subsumes(a, b), nil
+}
+
+// subsumes reports whether every field of have is in want with the same
+// value (lists element by element).
+func subsumes(want, have any) bool {
+	switch h := have.(type) {
+	case map[string]any:
+		w, ok := want.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k, hv := range h {
+			wv, ok := w[k]
+			if !ok || !subsumes(wv, hv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		w, ok := want.([]any)
+		if !ok || len(w) != len(h) {
+			return false
+		}
+		for i := range h {
+			if !subsumes(w[i], h[i]) {
+				return false
+			}
+		}
+		return true
+	default:
+		return equality.Semantic.DeepEqual(want, have)
+	}
 }
 
 // inputsOf are the inputs of mc's desired objects under s.
@@ -100,15 +208,8 @@ type objectMetaOf interface {
 // desired values (want: the desired configuration's JSON). Both sides are
 // compared in their JSON form, which is what the apiserver would receive.
 func sameApplyConfiguration(want []byte, owned any) (bool, error) {
-	if owned == nil {
-		return false, nil
-	}
-	var a any
-	if err := json.Unmarshal(want, &a); err != nil {
-		return false, err
-	}
-	b, err := toJSONValue(owned)
-	if err != nil {
+	a, b, err := jsonForms(want, owned)
+	if err != nil || b == nil {
 		return false, err
 	}
 	return equality.Semantic.DeepEqual(a, b), nil
@@ -138,4 +239,19 @@ func convertInto[T any](in any, out *T) (*T, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// jsonForms decodes the desired configuration's JSON and the owned fields
+// into comparable JSON values; b is nil when nothing is owned.
+func jsonForms(want []byte, owned any) (a, b any, err error) {
+	if owned == nil {
+		return nil, nil, nil
+	}
+	if err := json.Unmarshal(want, &a); err != nil {
+		return nil, nil, err
+	}
+	if b, err = toJSONValue(owned); err != nil {
+		return nil, nil, err
+	}
+	return a, b, nil
 }

@@ -56,7 +56,8 @@ func (r *Reconciler) applyStatefulSet(ctx context.Context, mc *cachev1alpha1.Mem
 		obs.created = append(obs.created, fmt.Sprintf("StatefulSet (%d instances)", s.Size))
 		return after, nil
 	}
-	r.reportWorkloadChange(mc, s, "StatefulSet", live.Spec.Replicas, live.Spec.Template.Annotations)
+	noteSecretRollout(obs, live.Spec.Template.Annotations, s)
+	r.reportWorkloadChange(mc, obs, s, "StatefulSet", live.Spec.Replicas, live.Spec.Template.Annotations)
 	return after, nil
 }
 

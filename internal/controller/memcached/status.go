@@ -51,18 +51,30 @@ type observation struct {
 	// serviceMonitorUnsupported: a ServiceMonitor is wanted but the
 	// cluster does not serve the kind.
 	serviceMonitorUnsupported bool
+	// events are the reconcile's events, recorded once when it ends (after
+	// the status write); nil drops them.
+	events *status.Batch
 	// created lists the kinds created in this reconcile, for one event.
 	created []string
+	// warmRestart: the spec asks for warm restarts; restarts are the
+	// memcached restarts its pods show (warmstatus.go).
+	warmRestart bool
+	restarts    []cachev1alpha1.RestartStatus
+	// tls is the serving certificate seen (tls_renewal.go).
+	tls tlsObservation
+	// issuance is the cert-manager Certificate of tls.issuerRef
+	// (certificate.go).
+	issuance issuanceObservation
 }
 
 // mayApply: nothing stops the controller from applying the spec.
 func (o *observation) mayApply() bool {
-	return o.invalid == nil && o.secretNotUsable == "" && o.keyErr == nil && o.applyErr == nil
+	return o.invalid == nil && o.secretNotUsable == "" && o.keyErr == nil && o.applyErr == nil && o.issuance.problem == nil
 }
 
 // blocked: the controller did not apply the spec on purpose.
 func (o *observation) blocked() bool {
-	return o.invalid != nil || o.secretNotUsable != "" || o.keyErr != nil
+	return o.invalid != nil || o.secretNotUsable != "" || o.keyErr != nil || o.issuance.problem != nil
 }
 
 // writeStatus writes the status computed from obs when it differs from the
@@ -71,17 +83,21 @@ func (o *observation) blocked() bool {
 // controller's previous status write; the writer then computes on a fresh
 // read, so no field is left at a value the cache no longer shows. Warning
 // events go out on the transition into a problem, not on every reconcile.
-func (r *Reconciler) writeStatus(ctx context.Context, mc *cachev1alpha1.Memcached, obs observation) error {
+func (r *Reconciler) writeStatus(ctx context.Context, mc *cachev1alpha1.Memcached, obs *observation) error {
 	var before []metav1.Condition
+	var restartBefore *cachev1alpha1.RestartStatus
+	var beforeCert *cachev1alpha1.CertificateStatus
 	written, err := r.Status.Update(ctx, mc, func() error {
-		before = mc.Status.Conditions
-		mc.Status = computeStatus(mc, obs, r.Clock.Now())
+		before, restartBefore, beforeCert = mc.Status.Conditions, mc.Status.LastRestart, mc.Status.TLSCertificate
+		mc.Status = computeStatus(mc, *obs, r.Clock.Now())
 		return nil
 	})
 	if err != nil || !written {
 		return err
 	}
-	r.reportDegraded(mc, before)
+	r.reportDegraded(mc, obs, before)
+	r.reportRestarts(mc, obs, restartBefore)
+	r.reportRenewal(mc, obs, beforeCert)
 	st := &mc.Status
 	log.FromContext(ctx).V(1).Info("status updated", "replicas", st.Replicas, "ready", st.ReadyReplicas, "servers", len(st.Servers))
 	return nil
@@ -97,6 +113,9 @@ func computeStatus(mc *cachev1alpha1.Memcached, obs observation, now time.Time) 
 		ServiceName:        obs.serviceName,
 		Servers:            obs.servers,
 		Conditions:         slices.Clone(mc.Status.Conditions),
+		LastRestart:        lastRestart(mc.Status.LastRestart, obs),
+		TLSCertificate:     nextCertificateStatus(mc.Status.TLSCertificate, obs.tls, now),
+		IssuedCertificate:  obs.issuance.status,
 	}
 	if w := obs.workload; w != nil {
 		st.Replicas = w.replicas
@@ -107,6 +126,7 @@ func computeStatus(mc *cachev1alpha1.Memcached, obs observation, now time.Time) 
 	setDegraded(conds, obs)
 	setAvailable(conds, obs)
 	setProgressing(conds, obs)
+	setCertificateReady(conds, &st.Conditions, obs.issuance)
 	return st
 }
 
@@ -120,6 +140,8 @@ func setDegraded(conds status.Conditions, obs observation) {
 	switch {
 	case obs.invalid != nil:
 		conds.True(typ, cachev1alpha1.ReasonInvalidSpec, obs.invalid.Error())
+	case obs.issuance.problem != nil:
+		conds.True(typ, obs.issuance.problem.reason, obs.issuance.problem.msg)
 	case obs.secretNotUsable != "":
 		conds.True(typ, cachev1alpha1.ReasonSecretNotUsable, obs.secretNotUsable+"; nothing is applied until then, the running instances keep running")
 	case obs.keyErr != nil:

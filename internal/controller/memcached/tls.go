@@ -50,7 +50,7 @@ func sslMinVersion(v cachev1alpha1.TLSVersion) (string, error) {
 	case cachev1alpha1.TLSVersion13:
 		return "3", nil
 	}
-	return "", &invalidSpecError{fmt.Sprintf("tls.minVersion %q is neither TLS1.2 nor TLS1.3", v)}
+	return "", &invalidSpecError{Msg: fmt.Sprintf("tls.minVersion %q is neither TLS1.2 nor TLS1.3", v)}
 }
 
 // tlsArgs turn TLS on for every connection (-Z) with the mounted files.

@@ -88,7 +88,8 @@ func TestTLSAuthSample(t *testing.T) {
 		old[p.UID] = true
 	}
 
-	// cert-manager renews the certificate: new data in the same Secret.
+	// A certificate of a new CA (a change of trust, which rolls; a renewal by
+	// the same CA is loaded in place, tls_renewal.go): new data in the same Secret.
 	sec := &corev1.Secret{}
 	g.Expect(cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: "sessions-tls"}, sec)).To(Succeed())
 	sec.Data = newCertificate(t, "renewed CA")

@@ -19,19 +19,43 @@ import (
 // that CA (ca.crt).
 func testCertificate(t *testing.T, caName string) map[string][]byte {
 	t.Helper()
-	caKey, caDER := selfSigned(t, caName)
-	caCert, err := x509.ParseCertificate(caDER)
+	data, _ := newTestCA(t, caName).secretData(t)
+	return data
+}
+
+// testCA issues certificates with random serials, as a real CA does.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+func newTestCA(t *testing.T, name string) *testCA {
+	t.Helper()
+	key, der := selfSigned(t, name)
+	cert, err := x509.ParseCertificate(der)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+// secretData is a kubernetes.io/tls Secret's data with a new certificate
+// of ca, and its serial in hex.
+func (ca *testCA) secretData(t *testing.T) (map[string][]byte, string) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "cache"}, DNSNames: []string{"cache"},
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: "cache"}, DNSNames: []string{"cache"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
+	der, err := x509.CreateCertificate(rand.Reader, leaf, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,8 +66,8 @@ func testCertificate(t *testing.T, caName string) map[string][]byte {
 	return map[string][]byte{
 		corev1.TLSCertKey:       pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		corev1.TLSPrivateKeyKey: pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8}),
-		"ca.crt":                pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-	}
+		"ca.crt":                ca.pem,
+	}, serial.Text(16)
 }
 
 func selfSigned(t *testing.T, name string) (*ecdsa.PrivateKey, []byte) {

@@ -382,17 +382,7 @@ func TestValidationOfTheNewFields(t *testing.T) {
 			"networkPolicy.enabled needs at least one entry in clients"},
 	}
 	for i, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			obj := newMemcached(ns, fmt.Sprintf("v%d", i), tt.spec)
-			err := env.client.Create(context.Background(), obj)
-			if err == nil {
-				_ = env.client.Delete(context.Background(), obj)
-				t.Fatalf("accepted, want rejection with %q", tt.msg)
-			}
-			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tt.msg) {
-				t.Fatalf("error = %v\nwant an Invalid error containing %q", err, tt.msg)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { wantInvalid(t, newMemcached(ns, fmt.Sprintf("v%d", i), tt.spec), tt.msg) })
 	}
 }
 

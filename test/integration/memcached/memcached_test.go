@@ -166,21 +166,26 @@ func TestValidationRejectsBadSpecs(t *testing.T) {
 		{"name too long for a label", newMemcached(ns, strings.Repeat("a", 64), cachev1alpha1.MemcachedSpec{}), "metadata.name must be a DNS-1035 label"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := env.client.Create(context.Background(), tt.obj)
-			if err == nil {
-				_ = env.client.Delete(context.Background(), tt.obj)
-				t.Fatalf("spec was accepted, want rejection with %q", tt.msg)
-			}
-			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tt.msg) {
-				t.Fatalf("error = %v\nwant an Invalid error containing %q", err, tt.msg)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { wantInvalid(t, tt.obj, tt.msg) })
 	}
 	// And the valid neighbours of those specs are accepted.
 	ok := newMemcached(ns, "fine", cachev1alpha1.MemcachedSpec{Size: ptr.To[int32](0), MemoryMiB: ptr.To[int32](256), Resources: lim("256Mi"),
 		ExtraArgs: []string{"-o", "modern", "-B", "ascii"}, PodDisruptionBudget: &cachev1alpha1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromString("50%"))}})
 	create(t, ok)
+}
+
+// wantInvalid creates obj and wants the apiserver to refuse it as Invalid
+// with msg in the error (an object it accepts is deleted again).
+func wantInvalid(t *testing.T, obj client.Object, msg string) {
+	t.Helper()
+	err := env.client.Create(context.Background(), obj)
+	if err == nil {
+		_ = env.client.Delete(context.Background(), obj)
+		t.Fatalf("accepted, want rejection with %q", msg)
+	}
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), msg) {
+		t.Fatalf("error = %v\nwant an Invalid error containing %q", err, msg)
+	}
 }
 
 // TestMemoryChecksTheCRDCannotExpress: memory against the container's memory

@@ -43,18 +43,24 @@ type suite struct {
 	writes        *writeCounter
 	// watcher watches objects as the test's admin (not counted in writes).
 	watcher client.WithWatch
+	// managerConfig is the manager's identity without the write counter,
+	// for a test that starts a manager of its own.
+	managerConfig *rest.Config
+	scheme        *runtime.Scheme
 }
 
 var env suite
 
 // writeCounter counts the manager's mutating requests (create, update,
 // patch, delete) per path, to prove that a reconcile of an unchanged object
-// writes nothing, and which of them the apiserver accepted.
+// writes nothing, and which of them the apiserver accepted. Dry runs
+// change nothing: they are kept apart.
 type writeCounter struct {
 	mu    sync.Mutex
 	paths []string
 	// accepted[i]: paths[i] was answered with a 2xx status.
 	accepted []bool
+	dryRuns  []string
 }
 
 func (w *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
@@ -63,6 +69,11 @@ func (w *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 			return rt.RoundTrip(req)
 		}
 		w.mu.Lock()
+		if req.URL.Query().Has("dryRun") {
+			w.dryRuns = append(w.dryRuns, req.Method+" "+req.URL.Path)
+			w.mu.Unlock()
+			return rt.RoundTrip(req)
+		}
 		i := len(w.paths)
 		w.paths = append(w.paths, req.Method+" "+req.URL.Path)
 		w.accepted = append(w.accepted, false)
@@ -98,6 +109,20 @@ func (w *writeCounter) since(mark int) []string {
 	return append([]string(nil), w.paths[mark:]...)
 }
 
+// dryRunsSince returns the dry runs recorded after mark (an earlier
+// dryRunCount).
+func (w *writeCounter) dryRunsSince(mark int) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.dryRuns[mark:]...)
+}
+
+func (w *writeCounter) dryRunCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.dryRuns)
+}
+
 func (w *writeCounter) count() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -131,8 +156,12 @@ func run(m *testing.M) int {
 	utilruntime.Must(apiextensionsv1.AddToScheme(scheme))
 	// Only the Memcached CRD: this suite does not depend on the other
 	// controllers' CRDs. The ServiceMonitor CRD is installed by the test that
-	// needs it, once it has seen the cluster without it.
-	te, err := testenv.Start(testenv.Options{Scheme: scheme, CRDs: []string{"cache.runbook.dev_memcacheds.yaml"}})
+	// needs it, once it has seen the cluster without it. cert-manager's
+	// Certificate CRD (make cert-manager-crd) is there from the start, so
+	// the manager watches Certificates as in a cluster with cert-manager
+	// (without it: certificate_test.go in the controller's package).
+	te, err := testenv.Start(testenv.Options{Scheme: scheme, CRDs: []string{"cache.runbook.dev_memcacheds.yaml"},
+		ExtraCRDPaths: []string{testenv.CertificateCRD()}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -148,6 +177,7 @@ func run(m *testing.M) int {
 	writes := &writeCounter{}
 	mgrCfg := rest.CopyConfig(te.Config)
 	mgrCfg.Impersonate = rest.ImpersonationConfig{UserName: managerUser}
+	unwrapped := rest.CopyConfig(mgrCfg)
 	mgrCfg.Wrap(writes.wrap)
 	mgr, err := ctrl.NewManager(mgrCfg, ctrl.Options{
 		Scheme:                 scheme,
@@ -161,7 +191,8 @@ func run(m *testing.M) int {
 	// Secrets are not watched but read again: shortened so that a test sees
 	// a Secret created or renewed within seconds.
 	r, err := mccontroller.Setup(mgr, mccontroller.Options{MaxConcurrentReconciles: 2,
-		SecretRecheck: secretRecheck, SecretResync: 2 * secretRecheck})
+		SecretRecheck: secretRecheck, SecretResync: 2 * secretRecheck,
+		Issuance: mccontroller.IssuancePolicy{AllowedClusterIssuers: []string{allowedClusterIssuer}}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "setup:", err)
 		return 1
@@ -184,7 +215,8 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	env = suite{client: te.Client, managerClient: managerClient, reconciler: r, writes: writes, watcher: watcher}
+	env = suite{client: te.Client, managerClient: managerClient, reconciler: r, writes: writes, watcher: watcher,
+		managerConfig: unwrapped, scheme: scheme}
 	return m.Run()
 }
 
