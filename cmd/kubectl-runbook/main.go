@@ -100,6 +100,8 @@ func newRootCommand(env *environment) *cobra.Command {
   kubectl runbook status                 RebootPolicies and Memcacheds of the namespace, and the NSScalers acting on it
   kubectl runbook status -A              everything, in every namespace
   kubectl runbook restart POLICY         fire a RebootPolicy now (or KIND/WORKLOAD: the policy that targets it)
+  kubectl runbook resume POLICY          let a halted rollout go on
+  kubectl runbook approve POLICY         release the restarts that wait for approval (spec.approval Required)
   kubectl runbook wake NS --for 2h       let a parked namespace run for a while
   kubectl runbook park NS                end that early
   kubectl runbook unpark NS              let it run until its NSScaler's schedule wakes it anyway
@@ -113,5 +115,6 @@ docs/plugin.md describes every command.`,
 	}
 	conn.bind(root)
 	root.AddCommand(newStatusCommand(conn), newRestartCommand(conn, env), newWakeCommand(conn, env), newParkCommand(conn, env), newUnparkCommand(conn, env), newSavingsCommand(conn, env))
+	root.AddCommand(newResumeCommand(conn, env), newApproveCommand(conn, env))
 	return root
 }

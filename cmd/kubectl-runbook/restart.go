@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -15,8 +14,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -25,9 +27,8 @@ import (
 
 type restartOptions struct {
 	writeOptions
-	policy  string
-	wait    bool
-	timeout time.Duration
+	waitOptions
+	policy string
 }
 
 func newRestartCommand(conn *connection, env *environment) *cobra.Command {
@@ -40,12 +41,14 @@ autoreboot.runbook.dev/restart-request with a fresh nonce onto the RebootPolicy;
 nonce once (records it in status.lastRestartRequest, emits a RestartRequested event) and restarts every target
 of the policy within its restart windows and throttle, exactly once, as for a trigger.
 
-A workload (deployment/NAME, statefulset/NAME, daemonset/NAME) names the RebootPolicy that targets it (by name
-or selector); when several do, choose one with --policy. Every target of that policy restarts, not only the
-workload named.`,
+A workload (deployment/NAME, statefulset/NAME, daemonset/NAME, rollout/NAME for an Argo Rollouts Rollout) names
+the RebootPolicy that targets it (by name or selector); when several do, choose one with --policy. Every target of
+that policy restarts, not only the workload named. The controller restarts a Rollout through its spec.restartAt,
+as kubectl argo rollouts restart does: the Rollout controller replaces its pods.`,
 		Example: `  kubectl runbook restart nginx-on-demo-tbl           # fire this RebootPolicy
   kubectl runbook restart deployment/nginx --wait     # the RebootPolicy targeting nginx; wait until handled
   kubectl runbook restart deploy/nginx --policy p1    # several target nginx: choose one
+  kubectl runbook restart rollout/front               # the RebootPolicy targeting an Argo Rollouts Rollout
   kubectl runbook restart nginx-on-demo-tbl --dry-run # check the request without making it`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -56,15 +59,14 @@ workload named.`,
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout+30*time.Second)
+			ctx, cancel := o.commandContext(cmd.Context())
 			defer cancel()
 			return o.run(ctx, cl, ns, args[0], env, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	o.bindDryRun(cmd)
 	cmd.Flags().StringVar(&o.policy, "policy", "", "the RebootPolicy to fire when several target the workload")
-	cmd.Flags().BoolVar(&o.wait, "wait", false, "wait until the controller has handled the request (status.lastRestartRequest is the nonce)")
-	cmd.Flags().DurationVar(&o.timeout, "timeout", 2*time.Minute, "how long --wait waits")
+	o.bindWait(cmd, "the controller has handled the request (status.lastRestartRequest is the nonce)")
 	return cmd
 }
 
@@ -72,13 +74,7 @@ func (o *restartOptions) validate() error {
 	if err := o.writeOptions.validate(); err != nil {
 		return err
 	}
-	if o.wait && o.isDryRun() {
-		return errors.New("--wait with --dry-run: a dry run makes no request to wait for")
-	}
-	if o.timeout <= 0 {
-		return fmt.Errorf("--timeout %s: must be positive", o.timeout)
-	}
-	return nil
+	return o.waitOptions.validate(o.isDryRun())
 }
 
 func (o *restartOptions) run(ctx context.Context, cl client.Client, ns, arg string, env *environment, out, errOut io.Writer) error {
@@ -115,28 +111,25 @@ func (o *restartOptions) run(ctx context.Context, cl client.Client, ns, arg stri
 		_, _ = fmt.Fprintf(out, "the controller records it in status.lastRestartRequest once handled (--wait waits for that)\n")
 		return nil
 	}
-	return waitHandled(ctx, cl, client.ObjectKeyFromObject(&rbp), nonce, o.timeout, env, out)
+	return o.waitHandled(ctx, cl, client.ObjectKeyFromObject(&rbp), nonce, env, out)
 }
 
 // waitHandled polls the RebootPolicy until status.lastRestartRequest is
 // nonce, then prints what the controller said (its RestartRequested event).
-func waitHandled(ctx context.Context, cl client.Client, key client.ObjectKey, nonce string, timeout time.Duration, env *environment, out io.Writer) error {
-	deadline := env.now().Add(timeout)
+func (o *restartOptions) waitHandled(ctx context.Context, cl client.Client, key client.ObjectKey, nonce string, env *environment, out io.Writer) error {
 	var rbp autorebootv1alpha1.RebootPolicy
-	for {
+	handled := func() (bool, error) {
 		if err := cl.Get(ctx, key, &rbp); err != nil {
-			return describeGetError(err, "RebootPolicy", key.Namespace, key.Name)
+			return false, describeGetError(err, "RebootPolicy", key.Namespace, key.Name)
 		}
-		if rbp.Status.LastRestartRequest == nonce {
-			break
-		}
-		if !env.now().Before(deadline) {
-			return fmt.Errorf("the controller did not handle restart request %s within %s (status.lastRestartRequest is %q): is the manager running with the rebootpolicy controller? `kubectl runbook status` shows it",
-				nonce, timeout, rbp.Status.LastRestartRequest)
-		}
-		if err := env.sleep(ctx, env.pollInterval); err != nil {
-			return fmt.Errorf("waiting for restart request %s: %w", nonce, err)
-		}
+		return rbp.Status.LastRestartRequest == nonce, nil
+	}
+	late := func() error {
+		return fmt.Errorf("the controller did not handle restart request %s within %s (status.lastRestartRequest is %q): is the manager running with the rebootpolicy controller? `kubectl runbook status` shows it",
+			nonce, o.timeout, rbp.Status.LastRestartRequest)
+	}
+	if err := o.until(ctx, env, "restart request "+nonce, handled, late); err != nil {
+		return err
 	}
 	_, _ = fmt.Fprintf(out, "handled: RebootPolicy %s/%s took request %s", key.Namespace, key.Name, nonce)
 	if t := rbp.Status.LastRestartTime; t != nil {
@@ -190,15 +183,18 @@ func describeTarget(t autorebootv1alpha1.TargetRef) string {
 	return fmt.Sprintf("%ss by selector", t.Kind)
 }
 
-// workloadKinds maps what users type (kubectl's names and short names) to
-// a RebootPolicy target kind.
+// workloadKinds maps what users type (kubectl's names and short names,
+// plain or with their API group) to a RebootPolicy target kind. A kind of
+// another group (rollouts.example.com) is none of these.
 var workloadKinds = map[string]autorebootv1alpha1.TargetKind{
 	"deployment": autorebootv1alpha1.KindDeployment, "deployments": autorebootv1alpha1.KindDeployment, "deploy": autorebootv1alpha1.KindDeployment,
-	"deployment.apps": autorebootv1alpha1.KindDeployment,
-	"statefulset":     autorebootv1alpha1.KindStatefulSet, "statefulsets": autorebootv1alpha1.KindStatefulSet, "sts": autorebootv1alpha1.KindStatefulSet,
-	"statefulset.apps": autorebootv1alpha1.KindStatefulSet,
-	"daemonset":        autorebootv1alpha1.KindDaemonSet, "daemonsets": autorebootv1alpha1.KindDaemonSet, "ds": autorebootv1alpha1.KindDaemonSet,
-	"daemonset.apps": autorebootv1alpha1.KindDaemonSet,
+	"deployment.apps": autorebootv1alpha1.KindDeployment, "deployments.apps": autorebootv1alpha1.KindDeployment,
+	"statefulset": autorebootv1alpha1.KindStatefulSet, "statefulsets": autorebootv1alpha1.KindStatefulSet, "sts": autorebootv1alpha1.KindStatefulSet,
+	"statefulset.apps": autorebootv1alpha1.KindStatefulSet, "statefulsets.apps": autorebootv1alpha1.KindStatefulSet,
+	"daemonset": autorebootv1alpha1.KindDaemonSet, "daemonsets": autorebootv1alpha1.KindDaemonSet, "ds": autorebootv1alpha1.KindDaemonSet,
+	"daemonset.apps": autorebootv1alpha1.KindDaemonSet, "daemonsets.apps": autorebootv1alpha1.KindDaemonSet,
+	"rollout": autorebootv1alpha1.KindRollout, "rollouts": autorebootv1alpha1.KindRollout, "ro": autorebootv1alpha1.KindRollout,
+	"rollout.argoproj.io": autorebootv1alpha1.KindRollout, "rollouts.argoproj.io": autorebootv1alpha1.KindRollout,
 }
 
 // parseWorkload reads KIND/NAME.
@@ -206,10 +202,14 @@ func parseWorkload(arg string) (autorebootv1alpha1.TargetKind, string, error) {
 	k, name, _ := strings.Cut(arg, "/")
 	kind, ok := workloadKinds[strings.ToLower(k)]
 	if !ok || name == "" || strings.Contains(name, "/") {
-		return "", "", fmt.Errorf("%q: want REBOOTPOLICY or KIND/NAME with KIND deployment, statefulset or daemonset", arg)
+		return "", "", fmt.Errorf("%q: want REBOOTPOLICY or KIND/NAME with KIND deployment, statefulset, daemonset or rollout (Argo Rollouts)", arg)
 	}
 	return kind, name, nil
 }
+
+// rolloutGVK is Argo Rollouts' Rollout, read unstructured: the plugin does
+// not depend on Argo Rollouts' types, and the kind may not be installed.
+var rolloutGVK = schema.FromAPIVersionAndKind(autorebootv1alpha1.ArgoRolloutsAPIVersion, string(autorebootv1alpha1.KindRollout))
 
 // workloadLabels reads the workload's labels (a selector target matches them).
 func workloadLabels(ctx context.Context, cl client.Client, kind autorebootv1alpha1.TargetKind, ns, name string) (map[string]string, error) {
@@ -219,10 +219,18 @@ func workloadLabels(ctx context.Context, cl client.Client, kind autorebootv1alph
 		obj = &appsv1.Deployment{}
 	case autorebootv1alpha1.KindStatefulSet:
 		obj = &appsv1.StatefulSet{}
+	case autorebootv1alpha1.KindRollout:
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(rolloutGVK)
+		obj = u
 	default:
 		obj = &appsv1.DaemonSet{}
 	}
 	if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
+		if kind == autorebootv1alpha1.KindRollout && meta.IsNoMatchError(err) {
+			return nil, fmt.Errorf("the cluster does not serve the Rollout kind (rollouts.argoproj.io, %s): Argo Rollouts is not installed, so there is no Rollout %s to restart",
+				autorebootv1alpha1.ArgoRolloutsAPIVersion, name)
+		}
 		return nil, describeGetError(err, string(kind), ns, name)
 	}
 	return obj.GetLabels(), nil

@@ -33,11 +33,17 @@ type SavingsRow struct {
 	// Cost and Currency are set when the NSScaler has spec.prices.
 	Cost     string `json:"cost,omitempty"`
 	Currency string `json:"currency,omitempty"`
-	Since    string `json:"since"`
+	// Since is when the figures start: status.savings.since, or with
+	// --since the start of its UTC day (or of the history kept, when later).
+	Since string `json:"since"`
+	// BeyondHistory: --since reaches before the history the NSScaler keeps;
+	// the figures start at Since.
+	BeyondHistory bool `json:"beyondHistory,omitempty"`
 }
 
 type savingsOptions struct {
 	output string
+	since  string
 }
 
 func newSavingsCommand(conn *connection, env *environment) *cobra.Command {
@@ -47,19 +53,34 @@ func newSavingsCommand(conn *connection, env *environment) *cobra.Command {
 		Short: "What parking did not run: pod-hours, CPU core-hours and memory GiB-hours per namespace, and the money with spec.prices",
 		Long: `savings reads status.savings of the NSScalers (all, or those named) and adds to each namespace's
 recorded totals the interval in progress (its current rate since rateSince), up to now. The totals cover the
-time since status.savings.since (the first park the controller counted); the status keeps no history, so there
-is no --since: for a window, ask Prometheus (increase(runbook_nsscaler_saved_cpu_core_hours_total[7d])).`,
+time since status.savings.since (the first park the controller counted).
+
+With --since (a duration back from now, 36h or 7d, an RFC 3339 time or a date), the figures are the sum of the
+daily entries the controller keeps (UTC days, the last 35) from the UTC day holding --since, plus the part of the
+interval in progress after it: the SINCE column says where they start. Where the history kept does not reach
+that far (a newer NSScaler, older days dropped, or the namespaces' entries bounded), the figures start where it
+does and the row is marked.`,
 		Example: `  kubectl runbook savings
-  kubectl runbook savings nightly -o json`,
+  kubectl runbook savings --since 7d
+  kubectl runbook savings nightly --since 2026-12-01 -o json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !slices.Contains([]string{"", "json"}, o.output) {
 				return fmt.Errorf("--output %q: want json (or nothing for the table)", o.output)
+			}
+			now := env.now()
+			var since *time.Time
+			if o.since != "" {
+				t, err := parseSince(o.since, now)
+				if err != nil {
+					return err
+				}
+				since = &t
 			}
 			cl, _, err := conn.resolve()
 			if err != nil {
 				return err
 			}
-			rows, err := savingsRows(cmd.Context(), cl, args, env.now())
+			rows, err := savingsRows(cmd.Context(), cl, args, now, since)
 			if err != nil {
 				return err
 			}
@@ -67,12 +88,13 @@ is no --since: for a window, ask Prometheus (increase(runbook_nsscaler_saved_cpu
 		},
 	}
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "json for machine-readable rows")
+	cmd.Flags().StringVar(&o.since, "since", "", "only what was saved from the UTC day holding this: a duration back from now (36h, 7d), an RFC 3339 time or a date (YYYY-MM-DD)")
 	return cmd
 }
 
 // savingsRows lists the NSScalers named (all when none) and turns their
-// reports into rows at now.
-func savingsRows(ctx context.Context, cl client.Client, names []string, now time.Time) ([]SavingsRow, error) {
+// reports into rows at now: whole totals, or from since (nil: whole).
+func savingsRows(ctx context.Context, cl client.Client, names []string, now time.Time, since *time.Time) ([]SavingsRow, error) {
 	var scalers []scalingv1alpha1.NSScaler
 	if len(names) == 0 {
 		var l scalingv1alpha1.NSScalerList
@@ -101,13 +123,18 @@ func savingsRows(ctx context.Context, cl client.Client, names []string, now time
 			rows = append(rows, r)
 			continue
 		}
-		since := rep.Since.UTC().Format(time.RFC3339)
-		for _, ns := range rep.Namespaces {
-			rows = append(rows, savingsRow(s, ns.Namespace, ns.CurrentRate.Pods, savings.Namespace(ns, now), since))
+		var total scalingv1alpha1.SavingsTotals
+		if since != nil {
+			rows, total = appendWindowRows(rows, s, *since, now)
+		} else {
+			from := rep.Since.UTC().Format(time.RFC3339)
+			for _, ns := range rep.Namespaces {
+				rows = append(rows, savingsRow(s, ns.Namespace, ns.CurrentRate.Pods, savings.Namespace(ns, now), from))
+			}
+			total = savings.Total(rep, now)
+			rows = append(rows, savingsRow(s, "TOTAL", rep.CurrentRate.Pods, total, from))
 		}
-		total := savings.Total(rep, now)
-		rows = append(rows, savingsRow(s, "TOTAL", rep.CurrentRate.Pods, total, since))
-		all = sumTotals(all, total)
+		all = savings.AddTotals(all, total)
 		allPods += rep.CurrentRate.Pods
 	}
 	if len(scalers) > 1 {
@@ -126,12 +153,22 @@ func savingsRow(s *scalingv1alpha1.NSScaler, namespace string, pods int64, t sca
 	return r
 }
 
-func sumTotals(a, b scalingv1alpha1.SavingsTotals) scalingv1alpha1.SavingsTotals {
-	add := func(x, y resource.Quantity) resource.Quantity {
-		return savings.Quantity(new(inf.Dec).Add(x.AsDec(), y.AsDec()))
+// appendWindowRows adds an NSScaler's rows from since: each namespace from
+// the namespaces' history, the total from the NSScaler's (which keeps the
+// namespaces no longer listed too).
+func appendWindowRows(rows []SavingsRow, s *scalingv1alpha1.NSScaler, since, now time.Time) ([]SavingsRow, scalingv1alpha1.SavingsTotals) {
+	rep := s.Status.Savings
+	nsFrom, nsBeyond := savings.WindowStart(since, rep.NamespaceDailyFrom, now)
+	for _, ns := range rep.Namespaces {
+		r := savingsRow(s, ns.Namespace, ns.CurrentRate.Pods, savings.NamespaceSince(ns, nsFrom, now), nsFrom.UTC().Format(time.RFC3339))
+		r.BeyondHistory = nsBeyond
+		rows = append(rows, r)
 	}
-	return scalingv1alpha1.SavingsTotals{PodHours: add(a.PodHours, b.PodHours), CPUCoreHours: add(a.CPUCoreHours, b.CPUCoreHours),
-		MemoryGiBHours: add(a.MemoryGiBHours, b.MemoryGiBHours)}
+	from, beyond := savings.WindowStart(since, rep.DailyFrom, now)
+	total := savings.TotalSince(rep, from, now)
+	r := savingsRow(s, "TOTAL", rep.CurrentRate.Pods, total, from.UTC().Format(time.RFC3339))
+	r.BeyondHistory = beyond
+	return append(rows, r), total
 }
 
 // decimal shows a total with three decimals.
@@ -173,7 +210,18 @@ func printSavings(w io.Writer, rows []SavingsRow, output string) error {
 			}
 			line += "\t" + cost
 		}
-		_, _ = fmt.Fprintln(tw, line+"\t"+r.Since)
+		since := r.Since
+		if r.BeyondHistory {
+			since += " *"
+		}
+		_, _ = fmt.Fprintln(tw, line+"\t"+since)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if slices.ContainsFunc(rows, func(r SavingsRow) bool { return r.BeyondHistory }) {
+		_, err := fmt.Fprintln(w, "* --since reaches before the history kept: these figures start at SINCE.")
+		return err
+	}
+	return nil
 }

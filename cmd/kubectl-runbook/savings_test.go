@@ -45,7 +45,7 @@ func savingsScalers() []*scalingv1alpha1.NSScaler {
 func TestSavingsTable(t *testing.T) {
 	scalers := savingsScalers()
 	cl := fakeClient(nil, scalers[0], scalers[1])
-	rows, err := savingsRows(context.Background(), cl, nil, savingsNow)
+	rows, err := savingsRows(context.Background(), cl, nil, savingsNow, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ TOTAL                3            18.000     4.500           2.250             -
 func TestSavingsOneScalerAsJSON(t *testing.T) {
 	scalers := savingsScalers()
 	cl := fakeClient(nil, scalers[0], scalers[1])
-	rows, err := savingsRows(context.Background(), cl, []string{"nightly"}, savingsNow.Add(time.Hour))
+	rows, err := savingsRows(context.Background(), cl, []string{"nightly"}, savingsNow.Add(time.Hour), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestSavingsOneScalerAsJSON(t *testing.T) {
 	if len(got) != 3 || got[2].Namespace != "TOTAL" || got[2].CPUCoreHours != "5.250" || got[0].PodHours != "19.000" || got[2].Currency != "EUR" {
 		t.Fatalf("rows %+v", got)
 	}
-	if _, err := savingsRows(context.Background(), cl, []string{"nope"}, savingsNow); err == nil || !strings.Contains(err.Error(), "nope") {
+	if _, err := savingsRows(context.Background(), cl, []string{"nope"}, savingsNow, nil); err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Fatalf("a missing NSScaler: %v", err)
 	}
 }

@@ -129,7 +129,7 @@ func collect(ctx context.Context, cl client.Client, ns string, now time.Time) ([
 		return nil, notes, err
 	}
 	for i := range rbps.Items {
-		rows = append(rows, rebootPolicyRow(&rbps.Items[i], now))
+		rows = append(rows, reloaderCompatRow(&rbps.Items[i], rebootPolicyRow(&rbps.Items[i], now)))
 	}
 	var mcs cachev1alpha1.MemcachedList
 	if err := handle("Memcached", cl.List(ctx, &mcs, inNS...)); err != nil {
@@ -212,8 +212,11 @@ func rebootPolicyRow(p *autorebootv1alpha1.RebootPolicy, now time.Time) Row {
 	switch {
 	case ready.Status != metav1.ConditionTrue:
 		r.State, r.Reason, r.Details = StateDegraded, ready.Reason, ready.Message
-	case ready.Reason == autorebootv1alpha1.ReasonRestartPending || len(pending) > 0:
+	case ready.Reason == autorebootv1alpha1.ReasonRestartPending || ready.Reason == autorebootv1alpha1.ReasonAwaitingApproval || len(pending) > 0:
 		r.State, r.Reason = StatePending, autorebootv1alpha1.ReasonRestartPending
+		if ready.Reason == autorebootv1alpha1.ReasonAwaitingApproval {
+			r.Reason = ready.Reason
+		}
 		r.Details = ready.Message
 		if len(pending) > 0 {
 			r.Details = fmt.Sprintf("policy %s fired; %s", strings.Join(pending, ","), ready.Message)

@@ -49,7 +49,11 @@ func newWakeCommand(conn *connection, env *environment) *cobra.Command {
 		Short: "Let a parked namespace run for a while (an entry of its NSScaler's spec.wake)",
 		Long: `wake sets the namespace's entry of spec.wake of the NSScaler that selects it to now + --for; the
 NSScaler restores the namespace's workloads exactly and parks them again by itself when the entry expires
-(if its schedule, or the absence of one, says the namespace sleeps then).`,
+(if its schedule, or the absence of one, says the namespace sleeps then).
+
+A user who may not patch the NSScaler (a SelfSubjectAccessReview says) gets a WakeRequest in the namespace
+instead, which the NSScaler grants within the limits of its spec.selfService; wake waits for the decision and
+says which way it went.`,
 		Example: `  kubectl runbook wake proj-a --for 2h
   kubectl runbook wake proj-a --for 30m --scaler nightly --dry-run`,
 		Args: cobra.ExactArgs(1),
@@ -60,7 +64,7 @@ NSScaler restores the namespace's workloads exactly and parks them again by itse
 			if !cmd.Flags().Changed("for") || o.forD <= 0 {
 				return errors.New("wake needs --for, a positive duration such as 2h or 45m")
 			}
-			return o.edit(cmd, conn, env, args[0], o.wake)
+			return o.wakeSomehow(cmd, conn, env, args[0])
 		},
 	}
 	o.bind(cmd)

@@ -202,18 +202,25 @@ func TestPluginStatus(t *testing.T) {
 	}, 4*time.Minute, time.Second).Should(Succeed())
 
 	t.Run("status -A prints the table", func(t *testing.T) {
-		out, stderr, err := kubectl(ctx, suite.Kubeconfig, "runbook", "status", "-A")
-		if err != nil {
-			t.Fatalf("%v\n%s", err, stderr)
-		}
-		t.Logf("kubectl runbook status -A:\n%s", out)
-		rows, summary := parseTable(t, out)
-		for k, v := range want {
-			r := find(rows, k[0], k[1], k[2])
-			if r == nil || r.State != v[0] || r.Reason != v[1] {
-				t.Errorf("%v: row %+v, want %v", k, r, v)
+		// on-config polls the ConfigMap every 5s: its restart for the last
+		// change may come after the JSON above matched, and it is Pending
+		// until that rollout is done. The table is read once every object
+		// is in the wanted state again.
+		var out string
+		var rows []row
+		var summary string
+		NewWithT(t).Eventually(func(g Gomega) {
+			o, stderr, err := kubectl(ctx, suite.Kubeconfig, "runbook", "status", "-A")
+			g.Expect(err).NotTo(HaveOccurred(), stderr)
+			out = o
+			rows, summary = parseTable(t, out)
+			for k, v := range want {
+				r := find(rows, k[0], k[1], k[2])
+				g.Expect(r).NotTo(BeNil(), "%v missing", k)
+				g.Expect([2]string{r.State, r.Reason}).To(Equal(v), "%v: %+v", k, r)
 			}
-		}
+		}, 2*time.Minute, time.Second).Should(Succeed())
+		t.Logf("kubectl runbook status -A:\n%s", out)
 		if r := find(rows, "NSScaler", "", id); r == nil || !strings.Contains(r.Details, "parked: "+parkedNS) || !strings.Contains(r.Details, "running: "+runningNS) {
 			t.Errorf("the NSScaler row does not say what is parked and what runs: %+v", r)
 		}
@@ -270,6 +277,32 @@ func TestPluginStatus(t *testing.T) {
 			t.Errorf("savings table: %v %s\n%s", err, stderr, table)
 		}
 		t.Logf("kubectl runbook savings %s:\n%s", id, table)
+
+		// --since 1d reaches before this NSScaler's first park (minutes
+		// ago): the rows say where their figures start, and it is after the
+		// UTC day the window asked for.
+		var window []SavingsRowJSON
+		out, stderr, err = kubectl(ctx, suite.Kubeconfig, "runbook", "savings", id, "--since", "1d", "-o", "json")
+		if err != nil {
+			t.Fatalf("--since: %v\n%s", err, stderr)
+		}
+		if err := json.Unmarshal([]byte(out), &window); err != nil {
+			t.Fatal(err)
+		}
+		asked := time.Now().UTC().Add(-24 * time.Hour).Truncate(24 * time.Hour)
+		for _, r := range window {
+			from, err := time.Parse(time.RFC3339, r.Since)
+			if err != nil || !r.BeyondHistory || !from.After(asked) || time.Since(from) > time.Hour {
+				t.Errorf("--since 1d row %+v: want beyond the history, from this NSScaler's first park", r)
+			}
+		}
+		if len(window) != 2 || window[0].Namespace != parkedNS || window[0].ParkedPods != 2 {
+			t.Errorf("--since 1d rows %+v", window)
+		}
+		table, _, err = kubectl(ctx, suite.Kubeconfig, "runbook", "savings", id, "--since", "1d")
+		if err != nil || !strings.Contains(table, "* --since reaches before the history kept") {
+			t.Errorf("--since table: %v\n%s", err, table)
+		}
 	})
 
 	t.Run("clear errors", func(t *testing.T) {
@@ -281,6 +314,7 @@ func TestPluginStatus(t *testing.T) {
 			{[]string{"runbook", "status", "-o", "yaml"}, suite.Kubeconfig, `--output "yaml": want wide or json`},
 			{[]string{"runbook", "status", "extra"}, suite.Kubeconfig, `unknown command "extra"`},
 			{[]string{"runbook", "frobnicate"}, suite.Kubeconfig, `unknown command "frobnicate"`},
+			{[]string{"runbook", "savings", "--since", "2099-01-01"}, suite.Kubeconfig, `--since "2099-01-01": in the future`},
 			{[]string{"runbook", "status"}, filepath.Join(t.TempDir(), "absent"), "no cluster to talk to: set KUBECONFIG or pass --kubeconfig"},
 		} {
 			_, stderr, err := kubectl(ctx, tc.kubeconfig, tc.args...)
@@ -289,6 +323,15 @@ func TestPluginStatus(t *testing.T) {
 			}
 		}
 	})
+}
+
+// SavingsRowJSON is a row of kubectl runbook savings -o json (the fields
+// read here).
+type SavingsRowJSON struct {
+	Namespace     string `json:"namespace"`
+	ParkedPods    int64  `json:"parkedPods"`
+	Since         string `json:"since"`
+	BeyondHistory bool   `json:"beyondHistory"`
 }
 
 func apply(t *testing.T, ctx context.Context, manifest string) {

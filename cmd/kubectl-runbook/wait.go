@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// waitOptions are --wait and --timeout of a command whose write the
+// controller acts on later (restart, resume, approve): the command can
+// stay until the controller has acted, and says so when it has not.
+type waitOptions struct {
+	wait    bool
+	timeout time.Duration
+}
+
+// bindWait adds --wait ("wait until <until>") and --timeout.
+func (w *waitOptions) bindWait(cmd *cobra.Command, until string) {
+	cmd.Flags().BoolVar(&w.wait, "wait", false, "wait until "+until)
+	cmd.Flags().DurationVar(&w.timeout, "timeout", 2*time.Minute, "how long --wait waits")
+}
+
+// validate checks the flags against the write: a dry run makes no request
+// for the controller to act on.
+func (w *waitOptions) validate(dryRun bool) error {
+	if w.wait && dryRun {
+		return errors.New("--wait with --dry-run: a dry run makes no request to wait for")
+	}
+	if w.timeout <= 0 {
+		return fmt.Errorf("--timeout %s: must be positive", w.timeout)
+	}
+	return nil
+}
+
+// commandContext bounds the whole command: the wait, and time for the
+// reads and the write around it, so that a hung apiserver does not hang
+// the command.
+func (w *waitOptions) commandContext(parent context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(parent, w.timeout+30*time.Second)
+}
+
+// until calls check every poll interval until it reports done or fails;
+// once --timeout has passed it returns late's error instead. what names
+// the awaited thing when the command is interrupted.
+func (w *waitOptions) until(ctx context.Context, env *environment, what string, check func() (bool, error), late func() error) error {
+	deadline := env.now().Add(w.timeout)
+	for {
+		done, err := check()
+		if err != nil || done {
+			return err
+		}
+		if !env.now().Before(deadline) {
+			return late()
+		}
+		if err := env.sleep(ctx, env.pollInterval); err != nil {
+			return fmt.Errorf("waiting for %s: %w", what, err)
+		}
+	}
+}
