@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,11 +21,14 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/controller/nsscaler"
 	"github.com/runbook-dev/runbook/internal/metricsauth"
 	"github.com/runbook-dev/runbook/internal/registry"
 	"github.com/runbook-dev/runbook/internal/stdlog"
@@ -76,7 +80,9 @@ func main() {
 		setupLog.Error(err, "invalid --controllers")
 		os.Exit(2)
 	}
-	cacheOpts, err := cacheOptions(f.watchNamespaces)
+	cacheOpts, err := cacheOptions(f.watchNamespaces, slices.ContainsFunc(selected, func(e registry.Entry) bool {
+		return e.Name == nsscaler.Name
+	}))
 	if err != nil {
 		setupLog.Error(err, "invalid --watch-namespaces")
 		os.Exit(2)
@@ -237,7 +243,7 @@ func addHealthChecks(mgr ctrl.Manager) error {
 // watched, so their events never reach a controller; cluster-scoped objects
 // (NSScalers, CRDs) are cached as before, and the NSScaler controller keeps
 // its own cluster-wide workload cache.
-func cacheOptions(namespaces string) (cache.Options, error) {
+func cacheOptions(namespaces string, nsscalerEnabled bool) (cache.Options, error) {
 	var opts cache.Options
 	for _, ns := range strings.Split(namespaces, ",") {
 		ns = strings.TrimSpace(ns)
@@ -251,6 +257,14 @@ func cacheOptions(namespaces string) (cache.Options, error) {
 			opts.DefaultNamespaces = map[string]cache.Config{}
 		}
 		opts.DefaultNamespaces[ns] = cache.Config{}
+	}
+	if opts.DefaultNamespaces != nil && nsscalerEnabled {
+		// The NSScaler is cluster-scoped and decides the WakeRequests of
+		// every namespace it parks, watched or not. Without the NSScaler
+		// controller the WakeRequest CRD need not be installed at all.
+		opts.ByObject = map[client.Object]cache.ByObject{
+			&scalingv1alpha1.WakeRequest{}: {Namespaces: map[string]cache.Config{cache.AllNamespaces: {}}},
+		}
 	}
 	return opts, nil
 }
