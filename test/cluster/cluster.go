@@ -129,6 +129,9 @@ func newCluster(opts Options) (*Cluster, string, error) {
 		return nil, "", err
 	}
 	yaml := configYAML(bin, ports)
+	if opts.ForRealNode { // still inside options:
+		yaml += forRealNodeOptionsYAML()
+	}
 	if opts.AuditPolicy != "" {
 		policy := filepath.Join(workdir, "audit-policy.yaml")
 		if err := os.WriteFile(policy, []byte(opts.AuditPolicy), 0o600); err != nil {
@@ -225,8 +228,24 @@ func forRealNodeYAML(pki string) string {
     value: %[2]s
   - key: kubelet-preferred-address-types
     value: InternalIP,Hostname
+  - key: endpoint-reconciler-type
+    value: none
 `, pki, ServiceCIDR)
 }
+
+// forRealNodeOptionsYAML lets pods on a real node use the apiserver through
+// Service default/kubernetes: its certificate names the Service's cluster IP
+// (what in-cluster clients verify), and the apiserver does not publish its
+// own address (a loopback one, or one of the machine's that it does not
+// listen on) as the Service's endpoint: each real node publishes the
+// forwarder it runs for its pods (test/cluster/realnode).
+func forRealNodeOptionsYAML() string {
+	return fmt.Sprintf("  kubeApiserverCertSANs: [%q]\n", KubernetesServiceIP)
+}
+
+// KubernetesServiceIP is the cluster IP of Service default/kubernetes in a
+// cluster started ForRealNode: the first address of ServiceCIDR.
+const KubernetesServiceIP = "10.0.0.1"
 
 // ServiceCIDR is the Service range of a cluster started ForRealNode (the
 // apiserver's default range, made explicit: the real node routes it).

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"time"
 
@@ -32,7 +30,7 @@ func BuildManager(ctx context.Context, dir string) (string, error) {
 type Manager struct {
 	cmd       *exec.Cmd
 	HealthURL string
-	logs      *syncBuffer
+	logs      *testenv.SyncBuffer
 	done      chan struct{}
 	waitErr   error
 }
@@ -52,7 +50,7 @@ func StartManagerWith(ctx context.Context, start func(*exec.Cmd) error, binary, 
 	if err != nil {
 		return nil, err
 	}
-	m := &Manager{HealthURL: fmt.Sprintf("http://127.0.0.1:%d", port), logs: &syncBuffer{}, done: make(chan struct{})}
+	m := &Manager{HealthURL: fmt.Sprintf("http://127.0.0.1:%d", port), logs: &testenv.SyncBuffer{}, done: make(chan struct{})}
 	all := append([]string{
 		"--kubeconfig", kubeconfig,
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", port),
@@ -148,21 +146,4 @@ func freePorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

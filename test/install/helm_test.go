@@ -243,6 +243,37 @@ func TestHelmValues(t *testing.T) {
 			},
 		},
 		{
+			name: "memcached TLS agent image and issuance",
+			set: []string{"--set", "memcached.tlsAgentImage=registry.example/tls-agent:v2",
+				"--set", "memcached.allowedClusterIssuers={internal-ca,awspca.cert-manager.io/pca}", "--set", "memcached.clusterDomain=corp.internal"},
+			check: func(t *testing.T, _ objectSet, dep *appsv1.Deployment) {
+				args := dep.Spec.Template.Spec.Containers[0].Args
+				for _, want := range []string{"--memcached-tls-agent-image=registry.example/tls-agent:v2",
+					"--memcached-allowed-cluster-issuers=internal-ca,awspca.cert-manager.io/pca", "--memcached-cluster-domain=corp.internal"} {
+					if !slices.Contains(args, want) {
+						t.Errorf("args %v lack %s", args, want)
+					}
+				}
+			},
+		},
+		{
+			// The default leaves the image to the manager and allows no
+			// ClusterIssuer.
+			name: "memcached defaults",
+			check: func(t *testing.T, _ objectSet, dep *appsv1.Deployment) {
+				for _, a := range dep.Spec.Template.Spec.Containers[0].Args {
+					if strings.HasPrefix(a, "--memcached-tls-agent-image") || strings.HasPrefix(a, "--memcached-allowed-cluster-issuers") {
+						t.Errorf("default values render %s", a)
+					}
+				}
+			},
+		},
+		{
+			name:    "a ClusterIssuer that is not a name (values.schema.json)",
+			set:     []string{"--set", "memcached.allowedClusterIssuers={a b}"},
+			wantErr: "does not match pattern",
+		},
+		{
 			name: "existing exec probe ConfigMap",
 			set:  []string{"--set", "execProbes.enabled=true", "--set", "execProbes.existingConfigMap=my-scripts"},
 			check: func(t *testing.T, objs objectSet, dep *appsv1.Deployment) {
@@ -315,6 +346,44 @@ func TestHelmValues(t *testing.T) {
 					}
 				}
 			},
+		},
+		{
+			name: "Prometheus of blocking alerts, with a token and a CA",
+			set: []string{"--set", "rebootpolicy.prometheus.url=https://prometheus-k8s.monitoring.svc:9091",
+				"--set", "rebootpolicy.prometheus.bearerTokenFile=/var/run/secrets/kubernetes.io/serviceaccount/token",
+				"--set", "rebootpolicy.prometheus.caConfigMap.name=prometheus-ca", "--set", "rebootpolicy.prometheus.interval=15s"},
+			check: func(t *testing.T, _ objectSet, dep *appsv1.Deployment) {
+				c := dep.Spec.Template.Spec.Containers[0]
+				for _, want := range []string{"--prometheus-url=https://prometheus-k8s.monitoring.svc:9091", "--prometheus-interval=15s",
+					"--prometheus-bearer-token-file=/var/run/secrets/kubernetes.io/serviceaccount/token", "--prometheus-ca-file=/etc/runbook/prometheus-ca/ca.crt"} {
+					if !slices.Contains(c.Args, want) {
+						t.Errorf("no %s in %v", want, c.Args)
+					}
+				}
+				mounted := slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "prometheus-ca" && m.ReadOnly })
+				vol := slices.ContainsFunc(dep.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool {
+					return v.Name == "prometheus-ca" && v.ConfigMap != nil && v.ConfigMap.Name == "prometheus-ca"
+				})
+				if !mounted || !vol {
+					t.Errorf("CA ConfigMap mounted %v, volume %v", mounted, vol)
+				}
+			},
+		},
+		{
+			name: "no Prometheus by default",
+			set:  []string{},
+			check: func(t *testing.T, _ objectSet, dep *appsv1.Deployment) {
+				for _, a := range dep.Spec.Template.Spec.Containers[0].Args {
+					if strings.HasPrefix(a, "--prometheus-") {
+						t.Errorf("%s without rebootpolicy.prometheus.url", a)
+					}
+				}
+			},
+		},
+		{
+			name:    "Prometheus url not http(s) (values.schema.json)",
+			set:     []string{"--set", "rebootpolicy.prometheus.url=prometheus:9090"},
+			wantErr: "does not match pattern",
 		},
 		{
 			name:    "probe period not a duration (values.schema.json)",

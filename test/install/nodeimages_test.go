@@ -79,6 +79,9 @@ func TestNodeImages(t *testing.T) {
 		"manager":   {"runbook.local/runbook-manager", tag, "65532:65532"},
 		"memcached": {"runbook.local/memcached", upstream, "11211:11211"},
 		"web":       {"runbook.local/web", tag, "65532:65532"},
+		// The TLS agent beside memcached: the same non-root user as the
+		// manager; memcached's files reach it by the pod's group.
+		"memcached-tls-agent": {"runbook.local/runbook-memcached-tls-agent", tag, "65532:65532"},
 	}
 	if len(images) != len(want) {
 		t.Errorf("images.json has %d images, want %d: %s", len(images), len(want), manifest)

@@ -69,6 +69,10 @@ func (n *Node) setupNetwork(ctx context.Context, pid int, l *link) error {
 		// kube-proxy does not rewrite (a Service without endpoints) goes to
 		// the host, which does not forward it.
 		append(nsenter, "ip", "route", "add", n.opts.ServiceCIDR, "via", l.hostIP, "dev", l.node),
+		// Pods reach the host's end of the veth (the apiserver's and test
+		// servers' forwarders) from the node's address: the host has no
+		// route back to the pods' subnet, which every node uses.
+		append(nsenter, "iptables", "-t", "nat", "-A", "POSTROUTING", "-s", PodCIDR, "-o", l.node, "-j", "MASQUERADE"),
 	}
 	for _, s := range steps {
 		if _, err := run(ctx, nil, s...); err != nil {
@@ -111,6 +115,11 @@ func startAPIForwarder(ns *netNS, hostAddr string) (*apiForwarder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listening on %s inside the node's namespace: %w", hostAddr, err)
 	}
+	return serveForward(l, hostAddr), nil
+}
+
+// serveForward copies every connection accepted on l to target.
+func serveForward(l net.Listener, target string) *apiForwarder {
 	f := &apiForwarder{l: l}
 	go func() {
 		for {
@@ -118,10 +127,10 @@ func startAPIForwarder(ns *netNS, hostAddr string) (*apiForwarder, error) {
 			if err != nil {
 				return
 			}
-			go forward(c, hostAddr)
+			go forward(c, target)
 		}
 	}()
-	return f, nil
+	return f
 }
 
 func forward(in net.Conn, addr string) {

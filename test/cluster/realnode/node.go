@@ -88,6 +88,7 @@ type Node struct {
 	procs     []*process
 	proxy     *apiForwarder
 	logf      func(format string, args ...any)
+	hostForwarders
 }
 
 // Start brings the node up and waits until it is Ready. On error nothing it
@@ -153,6 +154,9 @@ func (n *Node) start(ctx context.Context) error {
 		return err
 	}
 	if err := n.startDNS(ctx); err != nil {
+		return err
+	}
+	if err := n.startAPIService(ctx); err != nil {
 		return err
 	}
 	if err := n.waitReady(ctx, 3*time.Minute); err != nil {

@@ -38,6 +38,7 @@ func (n *Node) Stop() {
 	}
 	n.killLeftovers()
 	n.proxy.stop()
+	n.stopHostForwarders()
 	n.netns.close()
 	n.netns = nil
 	if n.link != nil {
@@ -45,6 +46,7 @@ func (n *Node) Stop() {
 	}
 	if _, err := os.Stat(n.opts.Kubeconfig); err == nil {
 		n.stopDNS(ctx)
+		n.stopAPIService(ctx)
 		_, _ = n.kubectl(ctx, "delete", "node", n.Name, "--ignore-not-found", "--wait=false")
 	}
 	removeEmptyCgroupParents()

@@ -86,6 +86,7 @@ func TestAbandonedNodeIsReaped(t *testing.T) {
 	// The cluster's objects of the abandoned node are the cluster's to clean.
 	_ = cs.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
 	_ = cs.DiscoveryV1().EndpointSlices("kube-system").Delete(ctx, "kube-dns-"+name, metav1.DeleteOptions{})
+	_ = cs.DiscoveryV1().EndpointSlices("default").Delete(ctx, "kubernetes-"+name, metav1.DeleteOptions{})
 }
 
 func cgroupProcs(id string) []string {

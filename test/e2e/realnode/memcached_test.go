@@ -24,32 +24,13 @@ import (
 func TestMemcachedOnRealPods(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
-	img, ok := node.Images["memcached"]
-	if !ok {
-		t.Fatal("bin/node-images/images.json names no memcached image (make node-images)")
-	}
 	mc := &cachev1alpha1.Memcached{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cache"},
-		Spec: cachev1alpha1.MemcachedSpec{
-			Size:            new(int32(3)),
-			Image:           img,
-			ImagePullPolicy: corev1.PullIfNotPresent,
-			NodeSelector:    map[string]string{realnode.LabelKey: realnode.LabelValue},
-			Tolerations:     []corev1.Toleration{{Key: realnode.TaintKey, Operator: corev1.TolerationOpEqual, Value: realnode.TaintValue, Effect: corev1.TaintEffectNoSchedule}},
-		},
+		Spec:       cachev1alpha1.MemcachedSpec{Size: new(int32(3))},
 	}
+	onTheNode(t, &mc.Spec)
 	must(t, k8s.Create(ctx, mc))
-	var servers []string
-	eventually(t, 3*time.Minute, "three ready memcached servers", func() error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(mc), mc); err != nil {
-			return err
-		}
-		servers = mc.Status.Servers
-		if mc.Status.ReadyReplicas != 3 || len(servers) != 3 {
-			return fmt.Errorf("ready %d, servers %v, conditions %+v", mc.Status.ReadyReplicas, servers, mc.Status.Conditions)
-		}
-		return nil
-	})
+	servers := waitServers(t, mc, 3, 3*time.Minute)
 	if got := containersOfNamespace(t, ns); len(got) != 3 {
 		t.Fatalf("%d running containers of %s on the node, want 3: %v", len(got), ns, got)
 	}
@@ -70,29 +51,9 @@ func TestMemcachedOnRealPods(t *testing.T) {
 func TestMemcachedStatefulSetNamesOnRealPods(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
-	mc := &cachev1alpha1.Memcached{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ring"},
-		Spec: cachev1alpha1.MemcachedSpec{
-			WorkloadKind:    cachev1alpha1.WorkloadStatefulSet,
-			Size:            new(int32(3)),
-			Image:           node.Images["memcached"],
-			ImagePullPolicy: corev1.PullIfNotPresent,
-			NodeSelector:    map[string]string{realnode.LabelKey: realnode.LabelValue},
-			Tolerations:     []corev1.Toleration{{Key: realnode.TaintKey, Operator: corev1.TolerationOpEqual, Value: realnode.TaintValue, Effect: corev1.TaintEffectNoSchedule}},
-		},
-	}
+	mc := ringMemcached(t, ns)
 	must(t, k8s.Create(ctx, mc))
-	var servers []string
-	eventually(t, 3*time.Minute, "three ready memcached servers by name", func() error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(mc), mc); err != nil {
-			return err
-		}
-		servers = mc.Status.Servers
-		if mc.Status.ReadyReplicas != 3 || len(servers) != 3 {
-			return fmt.Errorf("ready %d, servers %v", mc.Status.ReadyReplicas, servers)
-		}
-		return nil
-	})
+	servers := waitServers(t, mc, 3, 3*time.Minute)
 	resolver := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 		return node.DialContext(ctx, network, net.JoinHostPort(realnode.DNSServiceIP, "53"))
 	}}
@@ -121,6 +82,50 @@ func TestMemcachedStatefulSetNamesOnRealPods(t *testing.T) {
 		}
 		t.Logf("%s -> %s: set/get ok", server, addr)
 	}
+}
+
+// onTheNode runs the Memcached's pods on the real node, from the memcached
+// image built for it.
+func onTheNode(t *testing.T, spec *cachev1alpha1.MemcachedSpec) {
+	t.Helper()
+	img, ok := node.Images["memcached"]
+	if !ok {
+		t.Fatal("bin/node-images/images.json names no memcached image (make node-images)")
+	}
+	spec.Image = img
+	spec.ImagePullPolicy = corev1.PullIfNotPresent
+	spec.NodeSelector = map[string]string{realnode.LabelKey: realnode.LabelValue}
+	spec.Tolerations = nodeTolerations()
+}
+
+// ringMemcached is a StatefulSet-mode Memcached "ring" of three on the
+// node: its servers are the stable names ring-N.
+func ringMemcached(t *testing.T, ns string) *cachev1alpha1.Memcached {
+	t.Helper()
+	mc := &cachev1alpha1.Memcached{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ring"},
+		Spec:       cachev1alpha1.MemcachedSpec{WorkloadKind: cachev1alpha1.WorkloadStatefulSet, Size: new(int32(3))},
+	}
+	onTheNode(t, &mc.Spec)
+	return mc
+}
+
+// waitServers waits until size instances of mc are ready and returns its
+// status.servers.
+func waitServers(t *testing.T, mc *cachev1alpha1.Memcached, size int, timeout time.Duration) []string {
+	t.Helper()
+	var servers []string
+	eventually(t, timeout, fmt.Sprintf("%d ready memcached servers", size), func() error {
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(mc), mc); err != nil {
+			return err
+		}
+		servers = mc.Status.Servers
+		if int(mc.Status.ReadyReplicas) != size || len(servers) != size {
+			return fmt.Errorf("ready %d, servers %v, conditions %+v", mc.Status.ReadyReplicas, servers, mc.Status.Conditions)
+		}
+		return nil
+	})
+	return servers
 }
 
 // memcachedTalk sends script to a memcached text-protocol server from the

@@ -84,11 +84,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	// The manager runs as a local process against the cluster; the pods it
-	// restarts are real. It may probe MariaDB on the machine's loopback.
-	manager, err = cluster.StartManager(ctx, kc.ManagerBinary, kc.Kubeconfig, "--controllers=rebootpolicy,nsscaler,memcached",
-		"--operator-namespace=runbook-system", "--probe-allow=127.0.0.1:3306")
-	if err != nil {
+	if manager, err = startHostManager(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -107,6 +103,40 @@ func run(m *testing.M) int {
 		code = 1
 	}
 	return code
+}
+
+// startHostManager runs the manager as a local process against the cluster;
+// the pods it restarts are real. It may probe MariaDB on the machine's
+// loopback. The memcached TLS agent is the node's image; Secrets are read
+// again every 10s so that a CA change rolls within a test's patience.
+// Reloader's annotations are honoured (--reloader-compat): only workloads
+// that carry them are affected.
+func startHostManager(ctx context.Context) (*cluster.Manager, error) {
+	tlsAgent, err := realnode.ImageRef("memcached-tls-agent")
+	if err != nil {
+		return nil, err
+	}
+	return cluster.StartManager(ctx, kc.ManagerBinary, kc.Kubeconfig, "--controllers=rebootpolicy,nsscaler,memcached",
+		"--operator-namespace=runbook-system", "--reloader-compat", "--probe-allow=127.0.0.1:3306",
+		"--memcached-tls-agent-image="+tlsAgent, "--memcached-secret-resync-period=10s")
+}
+
+// pauseHostManager stops the local manager until the test ends, so that a
+// manager installed in the cluster is the only one acting.
+func pauseHostManager(t *testing.T) {
+	t.Helper()
+	if err := manager.Stop(); err != nil {
+		t.Logf("stopping the local manager: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		m, err := startHostManager(ctx)
+		if err != nil {
+			t.Fatalf("restarting the local manager: %v", err)
+		}
+		manager = m
+	})
 }
 
 func startNode(ctx context.Context, name string) (*realnode.Node, error) {
@@ -148,6 +178,12 @@ func newNamespace(t *testing.T) string {
 	return name
 }
 
+// nodeTolerations let a pod onto the real node (tainted so that nothing
+// else lands there).
+func nodeTolerations() []corev1.Toleration {
+	return []corev1.Toleration{{Key: realnode.TaintKey, Operator: corev1.TolerationOpEqual, Value: realnode.TaintValue, Effect: corev1.TaintEffectNoSchedule}}
+}
+
 // webPod is the web image on the real node: it answers GET /env with its
 // environment, so a client can tell which container it reached.
 func webPod(name string, labels map[string]string, env ...corev1.EnvVar) *corev1.Pod {
@@ -155,7 +191,7 @@ func webPod(name string, labels map[string]string, env ...corev1.EnvVar) *corev1
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 		Spec: corev1.PodSpec{
 			NodeSelector:                  map[string]string{realnode.LabelKey: realnode.LabelValue},
-			Tolerations:                   []corev1.Toleration{{Key: realnode.TaintKey, Operator: corev1.TolerationOpEqual, Value: realnode.TaintValue, Effect: corev1.TaintEffectNoSchedule}},
+			Tolerations:                   nodeTolerations(),
 			TerminationGracePeriodSeconds: new(int64(5)),
 			Containers: []corev1.Container{{
 				Name:            "web",
@@ -195,17 +231,7 @@ func waitReady(t *testing.T, ns, name string, timeout time.Duration) *corev1.Pod
 // eventually polls check until it succeeds or timeout passes.
 func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %s: %v", what, timeout, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	testenv.Eventually(t, 200*time.Millisecond, timeout, what, check)
 }
 
 // httpGet fetches url through dial (the node's or a pod's network namespace).

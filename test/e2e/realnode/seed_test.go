@@ -28,13 +28,19 @@ import (
 // The target is the sample's nginx Deployment running the web image (the
 // only web server image the node has).
 func TestSeedDemoOnRealContainers(t *testing.T) {
+	runSeedDemo(t, "127.0.0.1:3306")
+}
+
+// runSeedDemo runs the seed demo against whichever manager runs now; it
+// reaches MariaDB at dbAddr.
+func runSeedDemo(t *testing.T, dbAddr string) {
 	ctx := context.Background()
 	const cooldown = 20 * time.Second
 	admin, dbName := demoDatabase(t)
 	ns := newNamespace(t)
 	must(t, k8s.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo-db", Labels: map[string]string{autorebootv1alpha1.UsableLabel: "true"}},
-		StringData: map[string]string{"dsn": dbName + ":pw-" + dbName + "@tcp(127.0.0.1:3306)/" + dbName},
+		StringData: map[string]string{"dsn": dbName + ":pw-" + dbName + "@tcp(" + dbAddr + ")/" + dbName},
 	}))
 	must(t, k8s.Create(ctx, realDeployment(ns, "nginx", 3)))
 	before := waitContainers(t, ns, "nginx", 3, nil)
@@ -146,36 +152,46 @@ func waitContainers(t *testing.T, ns, app string, want int, old []string) []stri
 	t.Helper()
 	var ids []string
 	eventually(t, 3*time.Minute, fmt.Sprintf("%d new running containers of %s", want, app), func() error {
-		pods, err := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: labels.Set{"app": app}.String()})
-		if err != nil {
-			return err
-		}
-		running := runningContainers(t, node)
-		ids = ids[:0]
-		for _, p := range pods.Items {
-			id := containerID(&p)
-			ready := false
-			for _, c := range p.Status.Conditions {
-				ready = ready || (c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue)
-			}
-			if p.DeletionTimestamp != nil || !ready || id == "" {
-				return fmt.Errorf("pod %s: ready %v, container %q, deleting %v", p.Name, ready, id, p.DeletionTimestamp != nil)
-			}
-			if slices.Contains(old, id) {
-				return fmt.Errorf("pod %s still runs old container %s", p.Name, id[:12])
-			}
-			if !slices.Contains(running, id) {
-				return fmt.Errorf("pod %s's container %s is not running on the node", p.Name, id[:12])
-			}
-			ids = append(ids, id)
-		}
-		if len(ids) != want {
-			return fmt.Errorf("%d pods, want %d", len(ids), want)
-		}
-		return nil
+		var err error
+		ids, err = newContainers(t, ns, app, want, old)
+		return err
 	})
-	sort.Strings(ids)
 	return ids
+}
+
+// newContainers returns the sorted container IDs of the app's pods when they
+// are exactly want Ready pods whose containers run on the node and none of
+// which is in old, or says what is not so yet.
+func newContainers(t *testing.T, ns, app string, want int, old []string) ([]string, error) {
+	t.Helper()
+	pods, err := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: labels.Set{"app": app}.String()})
+	if err != nil {
+		return nil, err
+	}
+	running := runningContainers(t, node)
+	var ids []string
+	for _, p := range pods.Items {
+		id := containerID(&p)
+		ready := false
+		for _, c := range p.Status.Conditions {
+			ready = ready || (c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue)
+		}
+		if p.DeletionTimestamp != nil || !ready || id == "" {
+			return nil, fmt.Errorf("pod %s: ready %v, container %q, deleting %v", p.Name, ready, id, p.DeletionTimestamp != nil)
+		}
+		if slices.Contains(old, id) {
+			return nil, fmt.Errorf("pod %s still runs old container %s", p.Name, id[:12])
+		}
+		if !slices.Contains(running, id) {
+			return nil, fmt.Errorf("pod %s's container %s is not running on the node", p.Name, id[:12])
+		}
+		ids = append(ids, id)
+	}
+	if len(ids) != want {
+		return nil, fmt.Errorf("%d pods, want %d", len(ids), want)
+	}
+	sort.Strings(ids)
+	return ids, nil
 }
 
 // assertStopped fails when one of ids still runs on the node.
