@@ -13,6 +13,15 @@ CONTROLLER_GEN_VERSION ?= v0.23.0
 PROMETHEUS_OPERATOR_VERSION ?= v0.95.2
 # KEDA whose ScaledObject CRD the NSScaler tests pause and unpause.
 KEDA_VERSION ?= v2.21.0
+# Flux and Argo CD API modules of the GitOps test fixtures (newer ones need Go 1.27).
+FLUX_KUSTOMIZE_API_VERSION ?= v1.9.6
+FLUX_HELM_API_VERSION ?= v1.6.5
+ARGOCD_VERSION ?= v3.5.0
+# Argo Rollouts whose Rollout CRD the RebootPolicy tests restart (v1.10.2 needs
+# a newer Go than the project's).
+ARGO_ROLLOUTS_VERSION ?= v1.10.1
+# cert-manager whose Certificate CRD the Memcached tests issue against (tls.issuerRef).
+CERT_MANAGER_VERSION ?= v1.21.2
 KUSTOMIZE_VERSION ?= v5.8.2
 GOLANGCI_LINT_VERSION ?= v2.15.0
 HELM_VERSION ?= v3.22.0
@@ -227,14 +236,16 @@ NODE_IMAGE_REPO ?= runbook.local
 NODE_IMAGE_TAG ?= $(IMAGE_TAG)
 
 .PHONY: node-images
-node-images: ## Build the real node's images (pause, manager, memcached from Debian's package, web) for this machine's platform into $(NODE_IMAGES_DIR): one OCI archive each and images.json with the references pods use.
+node-images: ## Build the real node's images (pause, manager, memcached from Debian's package, web, memcached-tls-agent) for this machine's platform into $(NODE_IMAGES_DIR): one OCI archive each and images.json with the references pods use.
 	@set -e; out=$(abspath $(NODE_IMAGES_DIR)); arch=$$(go env GOARCH); mkdir -p $$out/bin; \
 	CGO_ENABLED=0 GOOS=linux GOARCH=$$arch go build $(STATIC_BUILD_FLAGS) -o $$out/bin/manager ./cmd; \
+	CGO_ENABLED=0 GOOS=linux GOARCH=$$arch go build $(STATIC_BUILD_FLAGS) -o $$out/bin/memcached-tls-agent ./cmd/memcached-tls-agent; \
 	cd hack/image; \
 	for p in web pause; do CGO_ENABLED=0 GOOS=linux GOARCH=$$arch go build $(STATIC_BUILD_FLAGS) -o $$out/bin/$$p ./$$p; done; \
 	go run . node-images -out $$out -repo "$(NODE_IMAGE_REPO)" -tag "$(NODE_IMAGE_TAG)" -created "$(SOURCE_DATE_EPOCH)" -revision "$(REVISION)" \
 	  -static-created "$$(git log -1 --format=%ct -- . 2>/dev/null || echo 0)" -build-flags '$(STATIC_BUILD_FLAGS)' \
-	  -manager linux/$$arch=$$out/bin/manager -web linux/$$arch=$$out/bin/web -pause linux/$$arch=$$out/bin/pause
+	  -manager linux/$$arch=$$out/bin/manager -web linux/$$arch=$$out/bin/web -pause linux/$$arch=$$out/bin/pause \
+	  -tls-agent linux/$$arch=$$out/bin/memcached-tls-agent
 
 ##@ kubectl plugin (cmd/kubectl-runbook, docs/plugin.md)
 
@@ -285,9 +296,22 @@ dashboards: ## Write the Grafana dashboards (test/monitoring/dashboards) into co
 	cd test/monitoring && go run ./cmd/dashboards $(ROOT)/config/grafana/dashboards
 	@$(MAKE) -s --no-print-directory helm-crds
 
+.PHONY: argo-rollouts-crd
+argo-rollouts-crd: $(CONTROLLER_GEN) ## Regenerate the Argo Rollouts Rollout CRD test fixture from Argo Rollouts' API types.
+	hack/argo-rollouts-crd.sh $(ARGO_ROLLOUTS_VERSION) $(CONTROLLER_GEN)
+
 .PHONY: keda-crd
 keda-crd: $(CONTROLLER_GEN) ## Regenerate the KEDA ScaledObject CRD test fixture from KEDA's API types.
 	hack/keda-crd.sh $(KEDA_VERSION) $(CONTROLLER_GEN)
+
+.PHONY: cert-manager-crd
+cert-manager-crd: $(CONTROLLER_GEN) ## Regenerate the cert-manager Certificate CRD test fixture from cert-manager's API types.
+	hack/cert-manager-crd.sh $(CERT_MANAGER_VERSION) $(CONTROLLER_GEN)
+
+.PHONY: gitops-crds
+gitops-crds: $(CONTROLLER_GEN) ## Regenerate the Flux Kustomization/HelmRelease CRD test fixtures from Flux's API types, and copy Argo CD's Application CRD.
+	hack/flux-crds.sh $(FLUX_KUSTOMIZE_API_VERSION) $(FLUX_HELM_API_VERSION) $(CONTROLLER_GEN)
+	hack/argocd-crd.sh $(ARGOCD_VERSION)
 
 docs-rbac: manifests ## Rewrite the RBAC rules table of docs/security.md from config/rbac/role.yaml.
 	UPDATE_RBAC_DOC=1 go test -count=1 -run TestSecurityDocListsTheRBACRules ./test/install/

@@ -49,6 +49,13 @@ func TestReadmeMakeDemoOnFreshClone(t *testing.T) {
 	if want := strconv.Itoa(countSamples(t)); m[1] != m[2] || m[2] != want {
 		t.Fatalf("%s of %s samples Ready, want all %s (config/samples)", m[1], m[2], want)
 	}
+	// What the user read up to here: no library's complaint (a
+	// controller-runtime client without a logger printed a stack trace).
+	for _, l := range d.seen {
+		if strings.Contains(l, "was never called") || strings.Contains(l, "goroutine ") {
+			t.Errorf("the demo's output carries a stack trace: %q", l)
+		}
+	}
 	st := d.runningState(t)
 	if !strings.HasPrefix(st.RunDir, clone+string(filepath.Separator)) {
 		t.Fatalf("the demo runs in %s, not in the clone %s", st.RunDir, clone)

@@ -28,6 +28,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/runbook-dev/runbook/test/cluster"
 	"github.com/runbook-dev/runbook/test/cluster/realnode"
 	"github.com/runbook-dev/runbook/test/testenv"
@@ -52,6 +55,9 @@ func main() {
 	// unless the signal is handled). Handled, not ignored: the processes the
 	// demo starts get SIGPIPE's default action as usual.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	// The demo's own clients log nothing a user needs; without a logger
+	// controller-runtime prints a stack trace into the demo's output.
+	ctrllog.SetLogger(logr.Discard())
 	if err := run(o); err != nil {
 		_, _ = fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -118,7 +119,16 @@ func (f *refFleet) state() (restarted, done, repeated, maxRolling int) {
 
 func BenchmarkRebootPolicyReferenced1000Deployments(b *testing.B) {
 	for range b.N {
-		runReferencedBench(b)
+		runReferencedBench(b, false)
+	}
+}
+
+// BenchmarkReloaderCompat1000Deployments is the same run in the Reloader
+// compatibility mode: the Deployments carry reloader.stakater.com/auto
+// and the manager makes their RebootPolicies (--reloader-compat).
+func BenchmarkReloaderCompat1000Deployments(b *testing.B) {
+	for range b.N {
+		runReferencedBench(b, true)
 	}
 }
 
@@ -132,15 +142,21 @@ type refBench struct {
 	fleet *refFleet
 	n     int
 	limit int
+	// compat: annotated Deployments, RebootPolicies made by the manager.
+	compat bool
 }
 
-func runReferencedBench(b *testing.B) {
+func runReferencedBench(b *testing.B, compat bool) {
 	deployments := benchkit.Size(b, "rbp_ref_deployments", refFullDeployments)
 	ownChanges := min(benchkit.Size(b, "rbp_ref_changes", refFullOwnChanges), deployments)
 	steady := benchkit.Window(b, "steady", fullSteady, 10*time.Second)
 	// 50 at 1,000 Deployments; a smaller run keeps the same proportion.
 	limit := max(5, deployments/20)
-	rb := &refBench{sum: benchkit.NewSummary("rebootpolicy-referenced"), fleet: newRefFleet(), n: deployments, limit: limit}
+	name := "rebootpolicy-referenced"
+	if compat {
+		name = "reloadercompat-auto"
+	}
+	rb := &refBench{sum: benchkit.NewSummary(name), fleet: newRefFleet(), n: deployments, limit: limit, compat: compat}
 	defer rb.sum.Finish(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 	defer cancel()
@@ -238,9 +254,14 @@ func (rb *refBench) setup(ctx context.Context, b *testing.B) {
 	}
 	// All policies live in one namespace, so its share is lifted.
 	rb.sum.Figure("manager runs with the chart's %s", benchkit.UseChartRuntimeEnv(b))
-	rb.mgr, err = cluster.StartManager(ctx, bin, kubeconfig, "--controllers=rebootpolicy", "--zap-log-level=info",
-		"--operator-namespace="+benchkit.ManagerNamespace, "--probe-max-per-namespace=0",
-		fmt.Sprintf("--max-concurrent-restarts=%d", rb.limit))
+	args := []string{"--controllers=rebootpolicy", "--zap-log-level=info",
+		"--operator-namespace=" + benchkit.ManagerNamespace, "--probe-max-per-namespace=0",
+		fmt.Sprintf("--max-concurrent-restarts=%d", rb.limit)}
+	if rb.compat {
+		args = append(args, "--reloader-compat", "--reloader-compat-max-per-namespace=0")
+	}
+	rb.sum.Figure("manager flags %v", args[1:])
+	rb.mgr, err = cluster.StartManager(ctx, bin, kubeconfig, args...)
 	if err != nil {
 		rb.sum.Fatalf(b, "starting the manager: %v", err)
 	}
@@ -276,7 +297,12 @@ func (rb *refBench) createFleet(ctx context.Context, b *testing.B) {
 				return err
 			}
 		}
-		if err := rb.k8s.Create(ctx, refDeployment(name)); err != nil {
+		dep := refDeployment(name)
+		if rb.compat {
+			dep.Annotations = map[string]string{"reloader.stakater.com/auto": "true"}
+			return rb.k8s.Create(ctx, dep)
+		}
+		if err := rb.k8s.Create(ctx, dep); err != nil {
 			return err
 		}
 		return rb.k8s.Create(ctx, &autorebootv1alpha1.RebootPolicy{
@@ -490,7 +516,7 @@ func (rb *refBench) restartCounts(ctx context.Context, own int) string {
 		for i := range rbps.Items {
 			want := int64(1)
 			var idx int
-			if _, err := fmt.Sscanf(rbps.Items[i].Name, "d-%d", &idx); err == nil && idx < own {
+			if _, err := fmt.Sscanf(strings.TrimPrefix(rbps.Items[i].Name, "reloader-deploy-"), "d-%d", &idx); err == nil && idx < own {
 				want = 2
 			}
 			if rbps.Items[i].Status.RestartCount != want {

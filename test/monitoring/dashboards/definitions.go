@@ -228,6 +228,9 @@ func nsscaler() Dashboard {
 					sel(`sum(increase(runbook_nsscaler_saved_memory_gib_hours_total{SEL}[24h])) or vector(0)`, mgr, n)),
 				ts("CPU cores parked by namespace", "short", "Requested CPU cores not running now because parked (core-hours saved per hour).",
 					q(sel(`sum by (nsscaler, namespace) (rate(runbook_nsscaler_saved_cpu_core_hours_total{SEL}[$__rate_interval])) * 3600`, mgr, n), "{{nsscaler}} {{namespace}}")),
+				ts("Saved per day by NSScaler", "short", "Requested CPU core-hours and pod-hours not run in the 24 hours before each point (kubectl runbook savings --since 1d sums whole UTC days instead).",
+					q(sel(`sum by (nsscaler) (increase(runbook_nsscaler_saved_cpu_core_hours_total{SEL}[1d]))`, mgr, n), "{{nsscaler}} core-hours"),
+					q(sel(`sum by (nsscaler) (increase(runbook_nsscaler_saved_pod_hours_total{SEL}[1d]))`, mgr, n), "{{nsscaler}} pod-hours")),
 			}},
 			{Title: "Writes", Panels: []Panel{
 				ts("Workload writes", "ops", "Park and restore writes per second by result (ok, conflict, error).",
