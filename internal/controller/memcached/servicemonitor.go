@@ -86,14 +86,8 @@ func (r *Reconciler) servesServiceMonitors() (bool, error) {
 // when absent) already holds every field of it.
 func (r *Reconciler) applyServiceMonitor(ctx context.Context, mc *cachev1alpha1.Memcached, s settings, live *unstructured.Unstructured, obs *observation) error {
 	desired := desiredServiceMonitor(mc, s)
-	if live != nil && isSubset(desired.Object, live.Object) {
-		return nil
-	}
-	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-		return fmt.Errorf("applying ServiceMonitor: %w", err)
-	}
-	r.eventForApply(mc, obs, "ServiceMonitor", live == nil, true)
-	return nil
+	_, err := r.applyUnstructured(ctx, mc, desired, live, live != nil && isSubset(desired.Object, live.Object), obs)
+	return err
 }
 
 // deleteServiceMonitor deletes the owned ServiceMonitor (nil: there is
@@ -112,70 +106,13 @@ func (r *Reconciler) deleteServiceMonitor(ctx context.Context, mc *cachev1alpha1
 
 // desiredServiceMonitor scrapes the exporter port of the Service's pods.
 func desiredServiceMonitor(mc *cachev1alpha1.Memcached, s settings) *unstructured.Unstructured {
-	lbls := map[string]any{}
-	for k, v := range s.ServiceMonitorLabels {
-		lbls[k] = v
-	}
-	for k, v := range objectLabels(mc) {
-		lbls[k] = v
-	}
-	match := map[string]any{}
-	for k, v := range selectorLabels(mc) {
-		match[k] = v
-	}
 	endpoint := map[string]any{"port": cachev1alpha1.ExporterPortName, "path": "/metrics"}
 	if s.ServiceMonitorInterval != "" {
 		endpoint["interval"] = s.ServiceMonitorInterval
 	}
-	owner := ownerReference(mc)
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": serviceMonitorGVK.GroupVersion().String(),
-		"kind":       serviceMonitorGVK.Kind,
-		"metadata": map[string]any{
-			"name":      mc.Name,
-			"namespace": mc.Namespace,
-			"labels":    lbls,
-			"ownerReferences": []any{map[string]any{
-				"apiVersion": *owner.APIVersion, "kind": *owner.Kind, "name": *owner.Name, "uid": string(*owner.UID),
-				"controller": true, "blockOwnerDeletion": true,
-			}},
-		},
-		"spec": map[string]any{
-			"selector":          map[string]any{"matchLabels": match},
-			"namespaceSelector": map[string]any{"matchNames": []any{mc.Namespace}},
-			"endpoints":         []any{endpoint},
-		},
-	}}
-}
-
-// isSubset reports whether every value in want is present, equal, in have
-// (maps may have extra keys in have; lists must have the same length).
-func isSubset(want, have any) bool {
-	switch w := want.(type) {
-	case map[string]any:
-		h, ok := have.(map[string]any)
-		if !ok {
-			return false
-		}
-		for k, wv := range w {
-			hv, ok := h[k]
-			if !ok || !isSubset(wv, hv) {
-				return false
-			}
-		}
-		return true
-	case []any:
-		h, ok := have.([]any)
-		if !ok || len(h) != len(w) {
-			return false
-		}
-		for i := range w {
-			if !isSubset(w[i], h[i]) {
-				return false
-			}
-		}
-		return true
-	default:
-		return fmt.Sprint(want) == fmt.Sprint(have)
-	}
+	return ownedUnstructured(mc, serviceMonitorGVK, anyMap(s.ServiceMonitorLabels, objectLabels(mc)), map[string]any{
+		"selector":          map[string]any{"matchLabels": anyMap(selectorLabels(mc))},
+		"namespaceSelector": map[string]any{"matchNames": []any{mc.Namespace}},
+		"endpoints":         []any{endpoint},
+	})
 }
