@@ -141,9 +141,7 @@ func (r *Reconciler) prepareIssuance(ctx context.Context, mc *cachev1alpha1.Memc
 		return refuse(cachev1alpha1.ReasonForeignObject, fmt.Sprintf(
 			"%s is not controlled by this Memcached: no certificate is issued for its names", describeForeign("Service", svc, mc)), 0)
 	}
-	cert := &unstructured.Unstructured{}
-	cert.SetGroupVersionKind(certificateGVK)
-	live, err := getLive(ctx, r.Client, key, cert)
+	live, err := getUnstructured(ctx, r.Client, certificateGVK, key)
 	if err != nil {
 		return false, fmt.Errorf("reading Certificate %s: %w", key, err)
 	}
@@ -363,9 +361,7 @@ func (r *Reconciler) deleteCertificate(ctx context.Context, mc *cachev1alpha1.Me
 	if err != nil || !served {
 		return err
 	}
-	cert := &unstructured.Unstructured{}
-	cert.SetGroupVersionKind(certificateGVK)
-	live, err := getLive(ctx, r.Client, client.ObjectKeyFromObject(mc), cert)
+	live, err := getUnstructured(ctx, r.Client, certificateGVK, client.ObjectKeyFromObject(mc))
 	if err != nil {
 		return fmt.Errorf("reading Certificate: %w", err)
 	}

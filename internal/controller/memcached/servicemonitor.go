@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -41,7 +40,7 @@ func (r *Reconciler) reconcileServiceMonitor(ctx context.Context, mc *cachev1alp
 		// Nothing wanted and nothing created before: no discovery request.
 		return nil
 	}
-	served, err := r.servesServiceMonitors()
+	served, err := servesKind(r.Client.RESTMapper(), serviceMonitorGVK)
 	if err != nil {
 		return err
 	}
@@ -49,9 +48,7 @@ func (r *Reconciler) reconcileServiceMonitor(ctx context.Context, mc *cachev1alp
 		obs.serviceMonitorUnsupported = s.ServiceMonitor
 		return nil
 	}
-	sm := &unstructured.Unstructured{}
-	sm.SetGroupVersionKind(serviceMonitorGVK)
-	live, err := getLive(ctx, r.Client, client.ObjectKeyFromObject(mc), sm)
+	live, err := getUnstructured(ctx, r.Client, serviceMonitorGVK, client.ObjectKeyFromObject(mc))
 	if err != nil {
 		return fmt.Errorf("reading ServiceMonitor: %w", err)
 	}
@@ -67,19 +64,6 @@ func (r *Reconciler) reconcileServiceMonitor(ctx context.Context, mc *cachev1alp
 		return r.deleteServiceMonitor(ctx, mc, live, obs)
 	}
 	return r.applyServiceMonitor(ctx, mc, s, live, obs)
-}
-
-// servesServiceMonitors asks discovery (through the manager's RESTMapper,
-// which remembers a kind once found) whether the cluster has the kind.
-func (r *Reconciler) servesServiceMonitors() (bool, error) {
-	_, err := r.Client.RESTMapper().RESTMapping(serviceMonitorGVK.GroupKind(), serviceMonitorGVK.Version)
-	switch {
-	case meta.IsNoMatchError(err):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("looking up the ServiceMonitor kind: %w", err)
-	}
-	return true, nil
 }
 
 // applyServiceMonitor applies the desired ServiceMonitor unless live (nil

@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/runbook-dev/runbook/api/cache/v1alpha1"
@@ -14,6 +15,14 @@ import (
 // Kinds of other projects (cert-manager's Certificate, prometheus-operator's
 // ServiceMonitor) are built and applied unstructured: the manager does not
 // link their types, and the cluster may not serve them.
+
+// getUnstructured reads the object of kind gvk at key (nil when there is
+// none).
+func getUnstructured(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, key types.NamespacedName) (*unstructured.Unstructured, error) {
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(gvk)
+	return getLive(ctx, c, key, obj)
+}
 
 // ownedUnstructured is the object of kind gvk that mc controls, named and
 // namespaced like mc, with labels and spec.
