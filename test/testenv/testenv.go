@@ -103,6 +103,8 @@ func RunWithManager(m *testing.M, opts Options, setup func(*Env) (manager.Manage
 	go func() { done <- mgr.Start(ctx) }()
 	code := m.Run()
 	cancel()
-	<-done
+	if err := <-done; err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+	}
 	return code
 }
