@@ -97,30 +97,16 @@ func newGateCommand(conn *connection, env *environment, g gateCommand, short, lo
 		Long:    long,
 		Example: example,
 		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.validate(); err != nil {
-				return err
-			}
-			cl, ns, err := conn.resolve()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := o.commandContext(cmd.Context())
-			defer cancel()
-			return o.run(ctx, g, cl, ns, args[0], env, cmd.OutOrStdout(), cmd.ErrOrStderr())
-		},
+		RunE: runWaitingWrite(conn, o, func(ctx context.Context, cl client.Client, ns, name string, out, errOut io.Writer) error {
+			return o.run(ctx, g, cl, ns, name, env, out, errOut)
+		}),
 	}
 	o.bindDryRun(cmd)
 	o.bindWait(cmd, "the controller has acted on the nonce")
 	return cmd
 }
 
-func (o *gateOptions) validate() error {
-	if err := o.writeOptions.validate(); err != nil {
-		return err
-	}
-	return o.waitOptions.validate(o.isDryRun())
-}
+func (o *gateOptions) validate() error { return o.waitOptions.validate(&o.writeOptions) }
 
 func (o *gateOptions) run(ctx context.Context, g gateCommand, cl client.Client, ns, name string, env *environment, out, errOut io.Writer) error {
 	var rbp autorebootv1alpha1.RebootPolicy

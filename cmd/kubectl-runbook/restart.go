@@ -51,18 +51,9 @@ as kubectl argo rollouts restart does: the Rollout controller replaces its pods.
   kubectl runbook restart rollout/front               # the RebootPolicy targeting an Argo Rollouts Rollout
   kubectl runbook restart nginx-on-demo-tbl --dry-run # check the request without making it`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.validate(); err != nil {
-				return err
-			}
-			cl, ns, err := conn.resolve()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := o.commandContext(cmd.Context())
-			defer cancel()
-			return o.run(ctx, cl, ns, args[0], env, cmd.OutOrStdout(), cmd.ErrOrStderr())
-		},
+		RunE: runWaitingWrite(conn, o, func(ctx context.Context, cl client.Client, ns, arg string, out, errOut io.Writer) error {
+			return o.run(ctx, cl, ns, arg, env, out, errOut)
+		}),
 	}
 	o.bindDryRun(cmd)
 	cmd.Flags().StringVar(&o.policy, "policy", "", "the RebootPolicy to fire when several target the workload")
@@ -70,12 +61,7 @@ as kubectl argo rollouts restart does: the Rollout controller replaces its pods.
 	return cmd
 }
 
-func (o *restartOptions) validate() error {
-	if err := o.writeOptions.validate(); err != nil {
-		return err
-	}
-	return o.waitOptions.validate(o.isDryRun())
-}
+func (o *restartOptions) validate() error { return o.waitOptions.validate(&o.writeOptions) }
 
 func (o *restartOptions) run(ctx context.Context, cl client.Client, ns, arg string, env *environment, out, errOut io.Writer) error {
 	name := arg

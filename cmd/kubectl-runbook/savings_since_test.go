@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -36,18 +35,7 @@ func historyScaler() *scalingv1alpha1.NSScaler {
 
 func TestSavingsSinceSumsTheDays(t *testing.T) {
 	cl := fakeClient(nil, historyScaler())
-	since, err := parseSince("24h", savingsNow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, err := savingsRows(context.Background(), cl, nil, savingsNow, &since)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	if err := printSavings(&out, rows, ""); err != nil {
-		t.Fatal(err)
-	}
+	since := mustParseSince(t, "24h")
 	// From 2026-12-01T00:00Z (the UTC day holding 22:00 yesterday):
 	// proj-a 6 + 4 + 3 pods × 2h open = 16 pod-hours, 1.5 + 1 + 1.5 = 4
 	// core-hours, 0.75 + 0.5 + 0.75 = 2 GiB-hours; the total has the
@@ -57,13 +45,11 @@ nightly   proj-a     3            16.000     4.000           2.000             0
 nightly   proj-b     0            2.000      0.500           0.250             0.02 EUR  2026-12-01T00:00:00Z
 nightly   TOTAL      3            18.000     4.500           2.250             0.19 EUR  2026-12-01T00:00:00Z
 `
-	if out.String() != want {
-		t.Fatalf("table:\n%s\nwant:\n%s", out.String(), want)
-	}
+	wantSavingsTable(t, mustSavingsRows(t, cl, &since), want)
 
 	// Since today: the day's 4 closed pod-hours and the 2 open hours.
 	today := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
-	rows, err = savingsRows(context.Background(), cl, []string{"nightly"}, savingsNow, &today)
+	rows, err := savingsRows(context.Background(), cl, []string{"nightly"}, savingsNow, &today)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,19 +59,8 @@ nightly   TOTAL      3            18.000     4.500           2.250             0
 }
 
 func TestSavingsSinceBeyondTheHistory(t *testing.T) {
-	cl := fakeClient(nil, historyScaler())
-	since, err := parseSince("2026-11-01", savingsNow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, err := savingsRows(context.Background(), cl, nil, savingsNow, &since)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	if err := printSavings(&out, rows, ""); err != nil {
-		t.Fatal(err)
-	}
+	since := mustParseSince(t, "2026-11-01")
+	rows := mustSavingsRows(t, fakeClient(nil, historyScaler()), &since)
 	// The namespaces' history starts on 12-01, the NSScaler's at 11-30
 	// 20:00: 3 + 8 + 4 + 6 = 21 pod-hours in total.
 	want := `NSSCALER  NAMESPACE  PARKED PODS  POD-HOURS  CPU CORE-HOURS  MEMORY GIB-HOURS  COST      SINCE
@@ -94,34 +69,28 @@ nightly   proj-b     0            2.000      0.500           0.250             0
 nightly   TOTAL      3            21.000     5.250           2.625             0.22 EUR  2026-11-30T20:00:00Z *
 * --since reaches before the history kept: these figures start at SINCE.
 `
-	if out.String() != want {
-		t.Fatalf("table:\n%s\nwant:\n%s", out.String(), want)
-	}
-	out.Reset()
-	if err := printSavings(&out, rows, "json"); err != nil {
-		t.Fatal(err)
-	}
-	var got []SavingsRow
-	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 3 || !got[2].BeyondHistory || got[2].Since != "2026-11-30T20:00:00Z" {
+	wantSavingsTable(t, rows, want)
+	if got := savingsJSON(t, rows); len(got) != 3 || !got[2].BeyondHistory || got[2].Since != "2026-11-30T20:00:00Z" {
 		t.Fatalf("json rows %+v", got)
 	}
 
 	// A report written before the history existed has none: its figures
 	// start now and say so, the open interval's past not counted twice.
-	old := savingsScalers()[0]
-	cl = fakeClient(nil, old)
-	rows, err = savingsRows(context.Background(), cl, nil, savingsNow, &since)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range rows {
+	for _, r := range mustSavingsRows(t, fakeClient(nil, savingsScalers()[0]), &since) {
 		if !r.BeyondHistory || r.PodHours != "0.000" || r.Since != "2026-12-02T22:00:00Z" {
 			t.Fatalf("no history: %+v", r)
 		}
 	}
+}
+
+// mustParseSince is parseSince at savingsNow.
+func mustParseSince(t *testing.T, in string) time.Time {
+	t.Helper()
+	since, err := parseSince(in, savingsNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return since
 }
 
 // TestSavingsSinceHostileInput: --since is the user's; a future, negative,

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
 	"github.com/runbook-dev/runbook/internal/savings"
@@ -42,17 +43,45 @@ func savingsScalers() []*scalingv1alpha1.NSScaler {
 	return []*scalingv1alpha1.NSScaler{nightly, idle}
 }
 
-func TestSavingsTable(t *testing.T) {
-	scalers := savingsScalers()
-	cl := fakeClient(nil, scalers[0], scalers[1])
-	rows, err := savingsRows(context.Background(), cl, nil, savingsNow, nil)
+// mustSavingsRows is savingsRows of every NSScaler in cl at savingsNow.
+func mustSavingsRows(t *testing.T, cl client.Client, since *time.Time) []SavingsRow {
+	t.Helper()
+	rows, err := savingsRows(context.Background(), cl, nil, savingsNow, since)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return rows
+}
+
+// wantSavingsTable fails t unless rows print as the table want.
+func wantSavingsTable(t *testing.T, rows []SavingsRow, want string) {
+	t.Helper()
 	var out bytes.Buffer
 	if err := printSavings(&out, rows, ""); err != nil {
 		t.Fatal(err)
 	}
+	if out.String() != want {
+		t.Fatalf("table:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
+// savingsJSON prints rows with -o json and reads them back.
+func savingsJSON(t *testing.T, rows []SavingsRow) []SavingsRow {
+	t.Helper()
+	var out bytes.Buffer
+	if err := printSavings(&out, rows, "json"); err != nil {
+		t.Fatal(err)
+	}
+	var got []SavingsRow
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func TestSavingsTable(t *testing.T) {
+	scalers := savingsScalers()
+	rows := mustSavingsRows(t, fakeClient(nil, scalers[0], scalers[1]), nil)
 	// proj-a: 10 + 3 pods × 2h = 16 pod-hours, 2.5 + 0.75 × 2 = 4 core-hours,
 	// 1.25 + 0.375 × 2 = 2 GiB-hours; cost 4 × 0.04 + 2 × 0.005 = 0.17.
 	want := `NSSCALER  NAMESPACE  PARKED PODS  POD-HOURS  CPU CORE-HOURS  MEMORY GIB-HOURS  COST      SINCE
@@ -62,9 +91,7 @@ nightly   proj-b     0            2.000      0.500           0.250             0
 nightly   TOTAL      3            18.000     4.500           2.250             0.19 EUR  2026-11-30T20:00:00Z
 TOTAL                3            18.000     4.500           2.250             -         -
 `
-	if out.String() != want {
-		t.Fatalf("table:\n%s\nwant:\n%s", out.String(), want)
-	}
+	wantSavingsTable(t, rows, want)
 }
 
 func TestSavingsOneScalerAsJSON(t *testing.T) {
@@ -74,14 +101,7 @@ func TestSavingsOneScalerAsJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
-	if err := printSavings(&out, rows, "json"); err != nil {
-		t.Fatal(err)
-	}
-	var got []SavingsRow
-	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
-		t.Fatal(err)
-	}
+	got := savingsJSON(t, rows)
 	if len(got) != 3 || got[2].Namespace != "TOTAL" || got[2].CPUCoreHours != "5.250" || got[0].PodHours != "19.000" || got[2].Currency != "EUR" {
 		t.Fatalf("rows %+v", got)
 	}

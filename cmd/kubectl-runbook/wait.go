@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // waitOptions are --wait and --timeout of a command whose write the
@@ -23,16 +25,44 @@ func (w *waitOptions) bindWait(cmd *cobra.Command, until string) {
 	cmd.Flags().DurationVar(&w.timeout, "timeout", 2*time.Minute, "how long --wait waits")
 }
 
-// validate checks the flags against the write: a dry run makes no request
-// for the controller to act on.
-func (w *waitOptions) validate(dryRun bool) error {
-	if w.wait && dryRun {
+// validate checks the flags with those of the write: a dry run makes no
+// request for the controller to act on.
+func (w *waitOptions) validate(write *writeOptions) error {
+	if err := write.validate(); err != nil {
+		return err
+	}
+	if w.wait && write.isDryRun() {
 		return errors.New("--wait with --dry-run: a dry run makes no request to wait for")
 	}
 	if w.timeout <= 0 {
 		return fmt.Errorf("--timeout %s: must be positive", w.timeout)
 	}
 	return nil
+}
+
+// waitingWrite is the options of a command whose one write the controller
+// acts on later (restart, resume, approve).
+type waitingWrite interface {
+	validate() error
+	commandContext(context.Context) (context.Context, context.CancelFunc)
+}
+
+// runWaitingWrite is the RunE of such a command: the flags are checked
+// before a cluster is looked for, and run (given the command's one
+// argument) is bounded by commandContext.
+func runWaitingWrite(conn *connection, o waitingWrite, run func(ctx context.Context, cl client.Client, ns, arg string, out, errOut io.Writer) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := o.validate(); err != nil {
+			return err
+		}
+		cl, ns, err := conn.resolve()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := o.commandContext(cmd.Context())
+		defer cancel()
+		return run(ctx, cl, ns, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr())
+	}
 }
 
 // commandContext bounds the whole command: the wait, and time for the

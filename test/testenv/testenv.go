@@ -1,13 +1,19 @@
 package testenv
 
 import (
+	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
 // Env is a running envtest control plane with the project's CRDs installed.
@@ -28,6 +34,9 @@ type Options struct {
 	// ExtraCRDPaths are further CRD files or directories (test fixtures
 	// such as prometheus-operator's ServiceMonitor).
 	ExtraCRDPaths []string
+	// Namespaces are created once the control plane is up (a suite's
+	// operator namespace).
+	Namespaces []string
 }
 
 // Start brings up kube-apiserver and etcd with the CRDs of opts and returns
@@ -63,5 +72,39 @@ func Start(opts Options) (*Env, error) {
 		_ = env.Stop()
 		return nil, fmt.Errorf("building client: %w", err)
 	}
+	for _, ns := range opts.Namespaces {
+		if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			_ = env.Stop()
+			return nil, fmt.Errorf("creating namespace %s: %w", ns, err)
+		}
+	}
 	return &Env{Environment: env, Config: cfg, Client: c}, nil
+}
+
+// RunWithManager is the run (see RunSuite) of a suite whose tests share one
+// manager: it starts the control plane of opts, has setup build the manager
+// on it, runs the tests while the manager runs and returns their code once
+// it has stopped. What fails before the tests is said on stderr, and the
+// code is 1.
+func RunWithManager(m *testing.M, opts Options, setup func(*Env) (manager.Manager, error)) int {
+	e, err := Start(opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting envtest:", err)
+		return 1
+	}
+	defer func() { _ = e.Stop() }()
+	mgr, err := setup(e)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	code := m.Run()
+	cancel()
+	if err := <-done; err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+	}
+	return code
 }

@@ -141,9 +141,7 @@ func (r *Reconciler) prepareIssuance(ctx context.Context, mc *cachev1alpha1.Memc
 		return refuse(cachev1alpha1.ReasonForeignObject, fmt.Sprintf(
 			"%s is not controlled by this Memcached: no certificate is issued for its names", describeForeign("Service", svc, mc)), 0)
 	}
-	cert := &unstructured.Unstructured{}
-	cert.SetGroupVersionKind(certificateGVK)
-	live, err := getLive(ctx, r.Client, key, cert)
+	live, err := getUnstructured(ctx, r.Client, certificateGVK, key)
 	if err != nil {
 		return false, fmt.Errorf("reading Certificate %s: %w", key, err)
 	}
@@ -300,14 +298,8 @@ func (r *Reconciler) secretIssuedBy(ctx context.Context, mc *cachev1alpha1.Memca
 func (r *Reconciler) applyCertificate(ctx context.Context, mc *cachev1alpha1.Memcached, ref cachev1alpha1.IssuerReference, names []string,
 	live *unstructured.Unstructured, obs *observation) (applied bool, err error) {
 	desired := desiredCertificate(mc, ref, names)
-	if live != nil && isSubset(desired.Object, live.Object) && sameStrings(live, names, "spec", "dnsNames") {
-		return false, nil
-	}
-	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-		return false, fmt.Errorf("applying Certificate: %w", err)
-	}
-	r.eventForApply(mc, obs, "Certificate", live == nil, true)
-	return true, nil
+	holds := live != nil && isSubset(desired.Object, live.Object) && sameStrings(live, names, "spec", "dnsNames")
+	return r.applyUnstructured(ctx, mc, desired, live, holds, obs)
 }
 
 // sameStrings: the string list at path of live is want (isSubset compares
@@ -325,41 +317,19 @@ var certificateUsages = []any{"digital signature", "key encipherment", "server a
 // desiredCertificate is the Certificate of mc: ref signs names into
 // tls.secretName, labelled usable and with the Memcached's labels.
 func desiredCertificate(mc *cachev1alpha1.Memcached, ref cachev1alpha1.IssuerReference, names []string) *unstructured.Unstructured {
-	lbls := map[string]any{}
-	for k, v := range objectLabels(mc) {
-		lbls[k] = v
-	}
-	secretLabels := map[string]any{cachev1alpha1.UsableLabel: "true"}
-	for k, v := range objectLabels(mc) {
-		secretLabels[k] = v
-	}
 	dns := make([]any, len(names))
 	for i, n := range names {
 		dns[i] = n
 	}
-	owner := ownerReference(mc)
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": certificateGVK.GroupVersion().String(),
-		"kind":       certificateGVK.Kind,
-		"metadata": map[string]any{
-			"name":      mc.Name,
-			"namespace": mc.Namespace,
-			"labels":    lbls,
-			"ownerReferences": []any{map[string]any{
-				"apiVersion": *owner.APIVersion, "kind": *owner.Kind, "name": *owner.Name, "uid": string(*owner.UID),
-				"controller": true, "blockOwnerDeletion": true,
-			}},
-		},
-		"spec": map[string]any{
-			"secretName":     mc.Spec.TLS.SecretName,
-			"secretTemplate": map[string]any{"labels": secretLabels},
-			"issuerRef":      map[string]any{"name": ref.Name, "kind": string(ref.Kind), "group": ref.Group},
-			"dnsNames":       dns,
-			"usages":         certificateUsages,
-			// Every renewal gets a new key; the TLS agent loads both.
-			"privateKey": map[string]any{"rotationPolicy": "Always"},
-		},
-	}}
+	return ownedUnstructured(mc, certificateGVK, anyMap(objectLabels(mc)), map[string]any{
+		"secretName":     mc.Spec.TLS.SecretName,
+		"secretTemplate": map[string]any{"labels": anyMap(map[string]string{cachev1alpha1.UsableLabel: "true"}, objectLabels(mc))},
+		"issuerRef":      map[string]any{"name": ref.Name, "kind": string(ref.Kind), "group": ref.Group},
+		"dnsNames":       dns,
+		"usages":         certificateUsages,
+		// Every renewal gets a new key; the TLS agent loads both.
+		"privateKey": map[string]any{"rotationPolicy": "Always"},
+	})
 }
 
 // certificateReady reads the Certificate's Ready condition: true only for
@@ -391,9 +361,7 @@ func (r *Reconciler) deleteCertificate(ctx context.Context, mc *cachev1alpha1.Me
 	if err != nil || !served {
 		return err
 	}
-	cert := &unstructured.Unstructured{}
-	cert.SetGroupVersionKind(certificateGVK)
-	live, err := getLive(ctx, r.Client, client.ObjectKeyFromObject(mc), cert)
+	live, err := getUnstructured(ctx, r.Client, certificateGVK, client.ObjectKeyFromObject(mc))
 	if err != nil {
 		return fmt.Errorf("reading Certificate: %w", err)
 	}

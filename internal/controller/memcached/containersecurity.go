@@ -31,8 +31,18 @@ func extraContainerSecurity(x *cachev1alpha1.ExtraContainerSecurity) *corev1ac.S
 	return sc
 }
 
-// withContainerSecurity sets the user's identity and profiles on sc.
-func withContainerSecurity(sc *corev1ac.SecurityContextApplyConfiguration, x *cachev1alpha1.ContainerSecurity) {
+// securityContext is what a container's and a pod's securityContext
+// share: the identity and the profiles.
+type securityContext[T any] interface {
+	WithRunAsUser(int64) T
+	WithRunAsGroup(int64) T
+	WithSeccompProfile(*corev1ac.SeccompProfileApplyConfiguration) T
+	WithAppArmorProfile(*corev1ac.AppArmorProfileApplyConfiguration) T
+}
+
+// withContainerSecurity sets the user's identity and profiles on sc, a
+// container's securityContext or (from a pod's fields) a pod's.
+func withContainerSecurity[T securityContext[T]](sc T, x *cachev1alpha1.ContainerSecurity) {
 	if x == nil {
 		return
 	}
@@ -56,12 +66,8 @@ func withPodSecurity(sc *corev1ac.PodSecurityContextApplyConfiguration, x *cache
 	if x == nil {
 		return
 	}
-	if x.RunAsUser != nil {
-		sc.WithRunAsUser(*x.RunAsUser)
-	}
-	if x.RunAsGroup != nil {
-		sc.WithRunAsGroup(*x.RunAsGroup)
-	}
+	withContainerSecurity(sc, &cachev1alpha1.ContainerSecurity{RunAsUser: x.RunAsUser, RunAsGroup: x.RunAsGroup,
+		SeccompProfile: x.SeccompProfile, AppArmorProfile: x.AppArmorProfile})
 	if x.FSGroup != nil {
 		sc.WithFSGroup(*x.FSGroup)
 	}
@@ -70,12 +76,6 @@ func withPodSecurity(sc *corev1ac.PodSecurityContextApplyConfiguration, x *cache
 	}
 	if len(x.SupplementalGroups) > 0 {
 		sc.WithSupplementalGroups(x.SupplementalGroups...)
-	}
-	if x.SeccompProfile != nil {
-		sc.WithSeccompProfile(seccompProfile(x.SeccompProfile))
-	}
-	if x.AppArmorProfile != nil {
-		sc.WithAppArmorProfile(appArmorProfile(x.AppArmorProfile))
 	}
 }
 

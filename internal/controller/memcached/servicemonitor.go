@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -41,7 +40,7 @@ func (r *Reconciler) reconcileServiceMonitor(ctx context.Context, mc *cachev1alp
 		// Nothing wanted and nothing created before: no discovery request.
 		return nil
 	}
-	served, err := r.servesServiceMonitors()
+	served, err := servesKind(r.Client.RESTMapper(), serviceMonitorGVK)
 	if err != nil {
 		return err
 	}
@@ -49,9 +48,7 @@ func (r *Reconciler) reconcileServiceMonitor(ctx context.Context, mc *cachev1alp
 		obs.serviceMonitorUnsupported = s.ServiceMonitor
 		return nil
 	}
-	sm := &unstructured.Unstructured{}
-	sm.SetGroupVersionKind(serviceMonitorGVK)
-	live, err := getLive(ctx, r.Client, client.ObjectKeyFromObject(mc), sm)
+	live, err := getUnstructured(ctx, r.Client, serviceMonitorGVK, client.ObjectKeyFromObject(mc))
 	if err != nil {
 		return fmt.Errorf("reading ServiceMonitor: %w", err)
 	}
@@ -69,31 +66,12 @@ func (r *Reconciler) reconcileServiceMonitor(ctx context.Context, mc *cachev1alp
 	return r.applyServiceMonitor(ctx, mc, s, live, obs)
 }
 
-// servesServiceMonitors asks discovery (through the manager's RESTMapper,
-// which remembers a kind once found) whether the cluster has the kind.
-func (r *Reconciler) servesServiceMonitors() (bool, error) {
-	_, err := r.Client.RESTMapper().RESTMapping(serviceMonitorGVK.GroupKind(), serviceMonitorGVK.Version)
-	switch {
-	case meta.IsNoMatchError(err):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("looking up the ServiceMonitor kind: %w", err)
-	}
-	return true, nil
-}
-
 // applyServiceMonitor applies the desired ServiceMonitor unless live (nil
 // when absent) already holds every field of it.
 func (r *Reconciler) applyServiceMonitor(ctx context.Context, mc *cachev1alpha1.Memcached, s settings, live *unstructured.Unstructured, obs *observation) error {
 	desired := desiredServiceMonitor(mc, s)
-	if live != nil && isSubset(desired.Object, live.Object) {
-		return nil
-	}
-	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-		return fmt.Errorf("applying ServiceMonitor: %w", err)
-	}
-	r.eventForApply(mc, obs, "ServiceMonitor", live == nil, true)
-	return nil
+	_, err := r.applyUnstructured(ctx, mc, desired, live, live != nil && isSubset(desired.Object, live.Object), obs)
+	return err
 }
 
 // deleteServiceMonitor deletes the owned ServiceMonitor (nil: there is
@@ -112,70 +90,13 @@ func (r *Reconciler) deleteServiceMonitor(ctx context.Context, mc *cachev1alpha1
 
 // desiredServiceMonitor scrapes the exporter port of the Service's pods.
 func desiredServiceMonitor(mc *cachev1alpha1.Memcached, s settings) *unstructured.Unstructured {
-	lbls := map[string]any{}
-	for k, v := range s.ServiceMonitorLabels {
-		lbls[k] = v
-	}
-	for k, v := range objectLabels(mc) {
-		lbls[k] = v
-	}
-	match := map[string]any{}
-	for k, v := range selectorLabels(mc) {
-		match[k] = v
-	}
 	endpoint := map[string]any{"port": cachev1alpha1.ExporterPortName, "path": "/metrics"}
 	if s.ServiceMonitorInterval != "" {
 		endpoint["interval"] = s.ServiceMonitorInterval
 	}
-	owner := ownerReference(mc)
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": serviceMonitorGVK.GroupVersion().String(),
-		"kind":       serviceMonitorGVK.Kind,
-		"metadata": map[string]any{
-			"name":      mc.Name,
-			"namespace": mc.Namespace,
-			"labels":    lbls,
-			"ownerReferences": []any{map[string]any{
-				"apiVersion": *owner.APIVersion, "kind": *owner.Kind, "name": *owner.Name, "uid": string(*owner.UID),
-				"controller": true, "blockOwnerDeletion": true,
-			}},
-		},
-		"spec": map[string]any{
-			"selector":          map[string]any{"matchLabels": match},
-			"namespaceSelector": map[string]any{"matchNames": []any{mc.Namespace}},
-			"endpoints":         []any{endpoint},
-		},
-	}}
-}
-
-// isSubset reports whether every value in want is present, equal, in have
-// (maps may have extra keys in have; lists must have the same length).
-func isSubset(want, have any) bool {
-	switch w := want.(type) {
-	case map[string]any:
-		h, ok := have.(map[string]any)
-		if !ok {
-			return false
-		}
-		for k, wv := range w {
-			hv, ok := h[k]
-			if !ok || !isSubset(wv, hv) {
-				return false
-			}
-		}
-		return true
-	case []any:
-		h, ok := have.([]any)
-		if !ok || len(h) != len(w) {
-			return false
-		}
-		for i := range w {
-			if !isSubset(w[i], h[i]) {
-				return false
-			}
-		}
-		return true
-	default:
-		return fmt.Sprint(want) == fmt.Sprint(have)
-	}
+	return ownedUnstructured(mc, serviceMonitorGVK, anyMap(s.ServiceMonitorLabels, objectLabels(mc)), map[string]any{
+		"selector":          map[string]any{"matchLabels": anyMap(selectorLabels(mc))},
+		"namespaceSelector": map[string]any{"matchNames": []any{mc.Namespace}},
+		"endpoints":         []any{endpoint},
+	})
 }

@@ -7,7 +7,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
@@ -116,20 +115,5 @@ func ownsAnnotation(raw []byte, key string) bool {
 
 // gateAnnotationsChanged passes updates that change a gate annotation.
 func gateAnnotationsChanged() predicate.Predicate {
-	return predicate.Funcs{
-		CreateFunc:  func(event.CreateEvent) bool { return false },
-		DeleteFunc:  func(event.DeleteEvent) bool { return false },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			if e.ObjectOld == nil || e.ObjectNew == nil {
-				return false
-			}
-			for _, key := range []string{autorebootv1alpha1.ResumeAnnotation, autorebootv1alpha1.ApproveAnnotation} {
-				if e.ObjectOld.GetAnnotations()[key] != e.ObjectNew.GetAnnotations()[key] {
-					return true
-				}
-			}
-			return false
-		},
-	}
+	return annotationsChanged(autorebootv1alpha1.ResumeAnnotation, autorebootv1alpha1.ApproveAnnotation)
 }

@@ -50,6 +50,12 @@ func (r *Reconciler) takeRestartRequest(p *pass) {
 // restartRequestChanged passes updates that change the restart-request
 // annotation (the For() predicate otherwise passes generation changes only).
 func restartRequestChanged() predicate.Predicate {
+	return annotationsChanged(autorebootv1alpha1.RestartRequestAnnotation)
+}
+
+// annotationsChanged passes updates that change one of the annotations
+// keys, and nothing else.
+func annotationsChanged(keys ...string) predicate.Predicate {
 	return predicate.Funcs{
 		CreateFunc:  func(event.CreateEvent) bool { return false },
 		DeleteFunc:  func(event.DeleteEvent) bool { return false },
@@ -58,8 +64,12 @@ func restartRequestChanged() predicate.Predicate {
 			if e.ObjectOld == nil || e.ObjectNew == nil {
 				return false
 			}
-			key := autorebootv1alpha1.RestartRequestAnnotation
-			return e.ObjectOld.GetAnnotations()[key] != e.ObjectNew.GetAnnotations()[key]
+			for _, key := range keys {
+				if e.ObjectOld.GetAnnotations()[key] != e.ObjectNew.GetAnnotations()[key] {
+					return true
+				}
+			}
+			return false
 		},
 	}
 }

@@ -1,11 +1,9 @@
 package realnode
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
-	"strings"
 	"testing"
 	"time"
 
@@ -83,27 +81,4 @@ func TestMemcachedRingNamesFromAClientPod(t *testing.T) {
 		t.Fatalf("the new ring-1 (%s) answered %q, want an empty cache", ip, reply)
 	}
 	t.Logf("ring-1 replaced: %s -> %s, the name follows, the new instance starts empty", old, ip)
-}
-
-// talkVia is memcachedTalk through dial.
-func talkVia(t *testing.T, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr, script string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := dial(ctx, "tcp", addr)
-	must(t, err)
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := conn.Write([]byte(script)); err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	r := bufio.NewReader(conn)
-	for {
-		line, err := r.ReadString('\n')
-		b.WriteString(line)
-		if err != nil {
-			return b.String()
-		}
-	}
 }

@@ -128,13 +128,19 @@ func waitServers(t *testing.T, mc *cachev1alpha1.Memcached, size int, timeout ti
 	return servers
 }
 
-// memcachedTalk sends script to a memcached text-protocol server from the
-// node and returns everything it answered until it closed the connection.
+// memcachedTalk is talkVia from the node.
 func memcachedTalk(t *testing.T, addr, script string) string {
+	t.Helper()
+	return talkVia(t, node.DialContext, addr, script)
+}
+
+// talkVia sends script to a memcached text-protocol server through dial
+// and returns everything it answered until it closed the connection.
+func talkVia(t *testing.T, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr, script string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, err := node.DialContext(ctx, "tcp", addr)
+	conn, err := dial(ctx, "tcp", addr)
 	must(t, err)
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"time"
 
@@ -69,81 +70,64 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(autorebootv1alpha1.AddToScheme(scheme))
-	e, err := testenv.Start(testenv.Options{Scheme: scheme, CRDs: []string{"autoreboot.runbook.dev_rebootpolicies.yaml"}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting envtest:", err)
-		return 1
-	}
-	defer func() { _ = e.Stop() }()
-	env, k8s = e, e.Client
+	var err error
 	if external, err = startExternalServer(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer external.Close()
-	if err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	// Everything down to V(1) is kept for the leak checks; RBP_DEBUG also
-	// prints it.
-	var logs io.Writer = managerLogs
-	if os.Getenv("RBP_DEBUG") != "" {
-		logs = io.MultiWriter(os.Stderr, managerLogs)
-	}
-	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapcore.Level(-1)), zap.WriteTo(logs)))
-	// RebootPolicies labelled for a manager binary of their own (the
-	// tests that kill it) are not this manager's business.
-	notExternal, err := labels.Parse("!" + externalManagerLabel)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{ByObject: map[client.Object]cache.ByObject{&autorebootv1alpha1.RebootPolicy{}: {Label: notExternal}}},
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(autorebootv1alpha1.AddToScheme(scheme))
+	opts := testenv.Options{Scheme: scheme, CRDs: []string{"autoreboot.runbook.dev_rebootpolicies.yaml"}, Namespaces: []string{operatorNamespace}}
+	return testenv.RunWithManager(m, opts, func(e *testenv.Env) (manager.Manager, error) {
+		env, k8s = e, e.Client
+		// Everything down to V(1) is kept for the leak checks; RBP_DEBUG also
+		// prints it.
+		var logs io.Writer = managerLogs
+		if os.Getenv("RBP_DEBUG") != "" {
+			logs = io.MultiWriter(os.Stderr, managerLogs)
+		}
+		ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapcore.Level(-1)), zap.WriteTo(logs)))
+		// RebootPolicies labelled for a manager binary of their own (the
+		// tests that kill it) are not this manager's business.
+		notExternal, err := labels.Parse("!" + externalManagerLabel)
+		if err != nil {
+			return nil, err
+		}
+		mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
+			Scheme:                 scheme,
+			Metrics:                metricsserver.Options{BindAddress: "0"},
+			HealthProbeBindAddress: "0",
+			Cache:                  cache.Options{ByObject: map[client.Object]cache.ByObject{&autorebootv1alpha1.RebootPolicy{}: {Label: notExternal}}},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("manager: %w", err)
+		}
+		allow, err := egress.ParseRules("127.0.0.1:3306,127.0.0.1:5432," + external.Listener.Addr().String())
+		if err != nil {
+			return nil, err
+		}
+		metrics := rbpcontroller.NewMetrics()
+		if err := metrics.Register(metricsRegistry); err != nil {
+			return nil, err
+		}
+		// No --exec-probe-dir: exec probes must be refused.
+		r, err := rbpcontroller.Setup(mgr, rbpcontroller.Options{
+			Probes:  probe.Settings{OperatorNamespace: operatorNamespace},
+			Network: egress.Settings{Allow: allow},
+			Limits:  rbpcontroller.Limits{MinPeriod: time.Second, MaxPerNamespace: maxPerNamespace},
+			Clock:   clock.RealClock{},
+			Metrics: metrics,
+			// The Rollout CRD is installed mid-suite (TestArgoRollouts).
+			RolloutKindRecheck: 2 * time.Second,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("setup: %w", err)
+		}
+		workers = r.Workers
+		return mgr, nil
 	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "manager:", err)
-		return 1
-	}
-	allow, err := egress.ParseRules("127.0.0.1:3306,127.0.0.1:5432," + external.Listener.Addr().String())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	metrics := rbpcontroller.NewMetrics()
-	if err := metrics.Register(metricsRegistry); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	// No --exec-probe-dir: exec probes must be refused.
-	r, err := rbpcontroller.Setup(mgr, rbpcontroller.Options{
-		Probes:  probe.Settings{OperatorNamespace: operatorNamespace},
-		Network: egress.Settings{Allow: allow},
-		Limits:  rbpcontroller.Limits{MinPeriod: time.Second, MaxPerNamespace: maxPerNamespace},
-		Clock:   clock.RealClock{},
-		Metrics: metrics,
-		// The Rollout CRD is installed mid-suite (TestArgoRollouts).
-		RolloutKindRecheck: 2 * time.Second,
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "setup:", err)
-		return 1
-	}
-	workers = r.Workers
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	code := m.Run()
-	cancel()
-	<-done
-	return code
 }
 
 func suffix() string {

@@ -25,6 +25,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
@@ -56,51 +57,34 @@ func run(m *testing.M) int {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(autorebootv1alpha1.AddToScheme(scheme))
-	e, err := testenv.Start(testenv.Options{Scheme: scheme, CRDs: []string{"autoreboot.runbook.dev_rebootpolicies.yaml"}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting envtest:", err)
-		return 1
-	}
-	defer func() { _ = e.Stop() }()
-	k8s = e.Client
-	if err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
-	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
-		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+	opts := testenv.Options{Scheme: scheme, CRDs: []string{"autoreboot.runbook.dev_rebootpolicies.yaml"}, Namespaces: []string{operatorNamespace}}
+	return testenv.RunWithManager(m, opts, func(e *testenv.Env) (manager.Manager, error) {
+		k8s = e.Client
+		ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+		mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
+			Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		})
+		if err != nil {
+			return nil, fmt.Errorf("manager: %w", err)
+		}
+		r, err := rbpcontroller.Setup(mgr, rbpcontroller.Options{
+			Probes: probe.Settings{OperatorNamespace: operatorNamespace},
+			Limits: rbpcontroller.Limits{MinPeriod: time.Second},
+			Clock:  clock.RealClock{},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("setup: %w", err)
+		}
+		workers = r.Workers
+		metrics := reloadercompat.NewMetrics()
+		if err := metrics.Register(metricsRegistry); err != nil {
+			return nil, err
+		}
+		if err := reloadercompat.Setup(mgr, reloadercompat.Options{MaxPerNamespace: maxCompat, Metrics: metrics}); err != nil {
+			return nil, fmt.Errorf("compat setup: %w", err)
+		}
+		return mgr, nil
 	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "manager:", err)
-		return 1
-	}
-	r, err := rbpcontroller.Setup(mgr, rbpcontroller.Options{
-		Probes: probe.Settings{OperatorNamespace: operatorNamespace},
-		Limits: rbpcontroller.Limits{MinPeriod: time.Second},
-		Clock:  clock.RealClock{},
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "setup:", err)
-		return 1
-	}
-	workers = r.Workers
-	metrics := reloadercompat.NewMetrics()
-	if err := metrics.Register(metricsRegistry); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if err := reloadercompat.Setup(mgr, reloadercompat.Options{MaxPerNamespace: maxCompat, Metrics: metrics}); err != nil {
-		fmt.Fprintln(os.Stderr, "compat setup:", err)
-		return 1
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	code := m.Run()
-	cancel()
-	<-done
-	return code
 }
 
 func createNamespace(t *testing.T, prefix string) string {
