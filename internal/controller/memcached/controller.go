@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -125,7 +126,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if obs.keyErr != nil {
 		log.FromContext(ctx).Error(obs.keyErr, "not applying: the fingerprint key is unavailable")
 	}
-	return ctrl.Result{RequeueAfter: r.recheckAfter(*obs)}, nil
+	return requeue(r.recheckAfter(*obs)), nil
+}
+
+// requeue is the result of a pass that rechecks after after (none when
+// 0): rechecks are not news for the status, and go at the default
+// priority whatever the priority of the event that enqueued the pass.
+func requeue(after time.Duration) ctrl.Result {
+	if after <= 0 {
+		return ctrl.Result{}
+	}
+	return ctrl.Result{RequeueAfter: after, Priority: ptr.To(status.DefaultPriority)}
 }
 
 // newScope starts a pass: the settings resolved from the spec and the

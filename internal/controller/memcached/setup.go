@@ -118,9 +118,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 // Memcached of the same name), and the EndpointSlices of the owned Services
 // (for status.servers). Secrets are not watched (recheckAfter).
 func (r *Reconciler) register(mgr ctrl.Manager) error {
-	sameName := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-		return r.memcachedNamed(ctx, o.GetNamespace(), o.GetName())
-	})
+	h := r.handlers()
 	err := mgr.GetFieldIndexer().IndexField(context.Background(), &discoveryv1.EndpointSlice{}, indexSliceService, sliceService)
 	if err != nil {
 		return fmt.Errorf("indexing EndpointSlices by Service: %w", err)
@@ -130,19 +128,41 @@ func (r *Reconciler) register(mgr ctrl.Manager) error {
 		For(&cachev1alpha1.Memcached{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		// Updates pass only when they change what a reconcile reads
 		// (watchfilters.go).
-		Watches(&appsv1.Deployment{}, sameName, builder.WithPredicates(ownedFilter(deploymentChanged))).
-		Watches(&appsv1.StatefulSet{}, sameName, builder.WithPredicates(ownedFilter(statefulSetChanged))).
-		Watches(&corev1.Service{}, sameName, builder.WithPredicates(ownedFilter(serviceChanged))).
-		Watches(&policyv1.PodDisruptionBudget{}, sameName, builder.WithPredicates(ownedFilter(pdbChanged))).
-		Watches(&networkingv1.NetworkPolicy{}, sameName, builder.WithPredicates(ownedFilter(networkPolicyChanged))).
-		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.memcachedOfSlice),
+		Watches(&appsv1.Deployment{}, h.deployment, builder.WithPredicates(ownedFilter(deploymentChanged))).
+		Watches(&appsv1.StatefulSet{}, h.statefulSet, builder.WithPredicates(ownedFilter(statefulSetChanged))).
+		Watches(&corev1.Service{}, h.sameName, builder.WithPredicates(ownedFilter(serviceChanged))).
+		Watches(&policyv1.PodDisruptionBudget{}, h.sameName, builder.WithPredicates(ownedFilter(pdbChanged))).
+		Watches(&networkingv1.NetworkPolicy{}, h.sameName, builder.WithPredicates(ownedFilter(networkPolicyChanged))).
+		Watches(&discoveryv1.EndpointSlice{}, h.slice,
 			builder.WithPredicates(watchFilter(endpointSliceChanged, sliceListsEndpoints)))
-	if b, err = watchCertificates(mgr, b, sameName); err != nil {
+	if b, err = watchCertificates(mgr, b, h.sameName); err != nil {
 		return err
 	}
 	return b.WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)}).
 		Named(Name).
 		Complete(shutdown.Quiet[reconcile.Request](r))
+}
+
+// watchHandlers are the event handlers of the watches of other kinds
+// than Memcached.
+type watchHandlers struct {
+	// sameName enqueues the Memcached of the object's name.
+	sameName handler.EventHandler
+	// deployment, statefulSet and slice also put the news for the status
+	// (watchfilters.go) ahead of creations and spec work in the queue.
+	deployment, statefulSet, slice handler.EventHandler
+}
+
+func (r *Reconciler) handlers() watchHandlers {
+	sameName := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		return r.memcachedNamed(ctx, o.GetNamespace(), o.GetName())
+	})
+	return watchHandlers{
+		sameName:    sameName,
+		deployment:  status.PrioritizeNews(sameName, deploymentNews),
+		statefulSet: status.PrioritizeNews(sameName, statefulSetNews),
+		slice:       status.PrioritizeNews(handler.EnqueueRequestsFromMapFunc(r.memcachedOfSlice), sliceNews),
+	}
 }
 
 // memcachedOfSlice maps an EndpointSlice of an owned Service (the Service's

@@ -1,6 +1,10 @@
 package memcached
 
 import (
+	"net"
+	"slices"
+	"strconv"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -8,11 +12,13 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	cachev1alpha1 "github.com/runbook-dev/runbook/api/cache/v1alpha1"
+	"github.com/runbook-dev/runbook/internal/controller/status"
 )
 
 // The watches' filters. An update of a watched object causes a reconcile
@@ -143,4 +149,36 @@ func sliceService(o client.Object) []string {
 		return nil
 	}
 	return []string{l[discoveryv1.LabelServiceName]}
+}
+
+// The news for the status: the events that change what a
+// Memcached's status reports, which status.PrioritizeNews puts ahead of
+// creations and spec work, so that readiness shows while a burst of new
+// Memcacheds waits for its first reconciles. Of a workload, every change
+// of the status its filter passes (the replica counts, the observed
+// generation behind Progressing, the rollout trouble behind Degraded); of
+// an EndpointSlice, its ready endpoints (status.servers). A creation of an
+// owned workload is the controller's own apply, not news.
+var (
+	deploymentNews  = status.News[*appsv1.Deployment]{Updated: deploymentChanged}
+	statefulSetNews = status.News[*appsv1.StatefulSet]{Updated: statefulSetChanged}
+	sliceNews       = status.News[*discoveryv1.EndpointSlice]{
+		Created: func(s *discoveryv1.EndpointSlice) bool { return len(readyEndpointsOf(s)) > 0 },
+		Updated: func(o, n *discoveryv1.EndpointSlice) bool {
+			return !slices.Equal(readyEndpointsOf(o), readyEndpointsOf(n))
+		},
+	}
+)
+
+// readyEndpointsOf: what s gives status.servers, sorted: each ready
+// address with its port and hostname.
+func readyEndpointsOf(s *discoveryv1.EndpointSlice) []string {
+	var out []string
+	forEachReadyEndpoint(s, func(ep *discoveryv1.Endpoint, port int32) {
+		for _, addr := range ep.Addresses {
+			out = append(out, ptr.Deref(ep.Hostname, "")+"/"+net.JoinHostPort(addr, strconv.Itoa(int(port))))
+		}
+	})
+	slices.Sort(out)
+	return out
 }
