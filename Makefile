@@ -79,6 +79,7 @@ verify-generated: manifests generate ## Fail when generated code or manifests ar
 	@git diff --exit-code -- api config charts/runbook/crds charts/runbook/files || { echo "Generated files are stale: run 'make manifests generate' and commit the result." >&2; exit 1; }
 	@untracked=$$(git ls-files --others --exclude-standard -- api config charts/runbook/crds charts/runbook/files); \
 	  if [ -n "$$untracked" ]; then echo "Generated files not committed: $$untracked" >&2; exit 1; fi
+	@set -e; for m in . $(NESTED_MODULES); do (cd $$m && go mod tidy -diff >/dev/null) || { echo "$$m: go.mod/go.sum are not tidy: run 'go mod tidy' in $$m and commit the result." >&2; exit 1; }; done
 
 .PHONY: k8s-binaries
 k8s-binaries: ## Build etcd, kube-apiserver, controller-manager, scheduler, kubectl and kwok into bin/k8s (once).
