@@ -1,0 +1,44 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+)
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+func list(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+// oneLine is s on one line, with every control character (terminal escape
+// sequences a tenant may have smuggled into a message) shown as '?'.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(printable(s)), " ")
+}
+
+// printable replaces control characters other than whitespace with '?'.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) && !unicode.IsSpace(r) || r == unicode.ReplacementChar {
+			return '?'
+		}
+		return r
+	}, s)
+}
+
+func truncate(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
