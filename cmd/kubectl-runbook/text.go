@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strings"
+	"time"
 	"unicode"
 )
 
@@ -39,6 +40,19 @@ func printable(s string) string {
 func truncate(s string, n int) string {
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// shortDuration is d to the minute as people write it: 2h, 2h30m, 45m.
+func shortDuration(d time.Duration) string {
+	s := d.Round(time.Minute).String()
+	s = strings.TrimSuffix(s, "0s")
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	if s == "" {
+		return "0m"
 	}
 	return s
 }

@@ -10,13 +10,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	scalingv1alpha1 "github.com/runbook-dev/runbook/api/scaling/v1alpha1"
-	"github.com/runbook-dev/runbook/internal/controller/nsscaler"
 )
 
 // The three commands edit one entry of the NSScaler's spec.wake list, the
@@ -114,96 +111,6 @@ over. It never shortens an existing entry. An NSScaler without a schedule sleeps
 	return cmd
 }
 
-// wakeEdit changes the NSScaler s (a fresh copy) for namespace ns at now;
-// it returns what happened, in words, and whether s changed.
-type wakeEdit func(s *scalingv1alpha1.NSScaler, ns string, now time.Time) (msg string, changed bool, err error)
-
-func (o *wakeOptions) wake(s *scalingv1alpha1.NSScaler, ns string, now time.Time) (string, bool, error) {
-	until := now.Add(o.forD).Truncate(time.Second)
-	setWake(s, ns, until, now)
-	return fmt.Sprintf("namespace %s runs until %s (in %s): NSScaler %s, spec.wake", ns, until.UTC().Format(time.RFC3339), shortDuration(until.Sub(now)), s.Name), true, nil
-}
-
-func (o *wakeOptions) park(s *scalingv1alpha1.NSScaler, ns string, now time.Time) (string, bool, error) {
-	had := slices.IndexFunc(s.Spec.Wake, func(e scalingv1alpha1.WakeEntry) bool { return e.Namespace == ns })
-	if had < 0 || !s.Spec.Wake[had].Until.After(now) {
-		msg := fmt.Sprintf("namespace %s has no wake entry in force on NSScaler %s: nothing to end", ns, s.Name)
-		return msg + awakeNote(s, now), false, nil
-	}
-	removeWake(s, ns, now)
-	return fmt.Sprintf("namespace %s: wake entry removed from NSScaler %s; it is parked again", ns, s.Name) + awakeNote(s, now), true, nil
-}
-
-func (o *wakeOptions) unpark(s *scalingv1alpha1.NSScaler, ns string, now time.Time) (string, bool, error) {
-	until, why, err := endOfSleep(s, now)
-	if err != nil {
-		return "", false, err
-	}
-	if i := slices.IndexFunc(s.Spec.Wake, func(e scalingv1alpha1.WakeEntry) bool { return e.Namespace == ns }); i >= 0 && !s.Spec.Wake[i].Until.Time.Before(until) {
-		return fmt.Sprintf("namespace %s already runs until %s (spec.wake of NSScaler %s), past the end of this sleep (%s): nothing to change",
-			ns, s.Spec.Wake[i].Until.UTC().Format(time.RFC3339), s.Name, until.UTC().Format(time.RFC3339)), false, nil
-	}
-	setWake(s, ns, until, now)
-	return fmt.Sprintf("namespace %s runs until %s (in %s), when NSScaler %s's schedule wakes anyway (now: %s)",
-		ns, until.UTC().Format(time.RFC3339), shortDuration(until.Sub(now)), s.Name, why), true, nil
-}
-
-// endOfSleep is when the NSScaler's schedule next turns Awake, from a sleep
-// it is in at now; it is computed as the controller computes it.
-func endOfSleep(s *scalingv1alpha1.NSScaler, now time.Time) (time.Time, string, error) {
-	if s.Spec.Schedule == nil {
-		return time.Time{}, "", fmt.Errorf("NSScaler %s has no schedule: its namespaces sleep all the time, so no sleep ends to wake until; use `kubectl runbook wake NAMESPACE --for DURATION`", s.Name)
-	}
-	sched, err := nsscaler.ParseSchedule(s.Spec.Schedule)
-	if err != nil {
-		return time.Time{}, "", fmt.Errorf("NSScaler %s: %w", s.Name, err)
-	}
-	v := sched.At(now)
-	if v.Phase != scalingv1alpha1.PhaseAsleep {
-		return time.Time{}, "", fmt.Errorf("NSScaler %s's schedule is awake now (%s): its namespaces run already; nothing to unpark", s.Name, v.Reason)
-	}
-	next := sched.Next(now)
-	if next.IsZero() {
-		return time.Time{}, "", fmt.Errorf("NSScaler %s's schedule never wakes again (%s); use `kubectl runbook wake NAMESPACE --for DURATION`", s.Name, v.Reason)
-	}
-	return next.Truncate(time.Second), v.Reason, nil
-}
-
-// awakeNote says, after a park, that the schedule lets the namespace run
-// for now anyway.
-func awakeNote(s *scalingv1alpha1.NSScaler, now time.Time) string {
-	if s.Spec.Schedule == nil {
-		return ""
-	}
-	sched, err := nsscaler.ParseSchedule(s.Spec.Schedule)
-	if err != nil {
-		return ""
-	}
-	if v := sched.At(now); v.Phase == scalingv1alpha1.PhaseAwake {
-		note := fmt.Sprintf("\nnote: the schedule is awake now (%s), so the namespace runs", v.Reason)
-		if next := sched.Next(now); !next.IsZero() {
-			note += " until " + next.UTC().Format(time.RFC3339)
-		}
-		return note
-	}
-	return ""
-}
-
-// setWake sets ns's entry to until and drops the expired entries of other
-// namespaces (the controller ignores them; dropping them keeps the list
-// under its 256 entries).
-func setWake(s *scalingv1alpha1.NSScaler, ns string, until, now time.Time) {
-	removeWake(s, ns, now)
-	s.Spec.Wake = append(s.Spec.Wake, scalingv1alpha1.WakeEntry{Namespace: ns, Until: metav1.NewTime(until.UTC())})
-	slices.SortFunc(s.Spec.Wake, func(a, b scalingv1alpha1.WakeEntry) int { return strings.Compare(a.Namespace, b.Namespace) })
-}
-
-func removeWake(s *scalingv1alpha1.NSScaler, ns string, now time.Time) {
-	s.Spec.Wake = slices.DeleteFunc(s.Spec.Wake, func(e scalingv1alpha1.WakeEntry) bool {
-		return e.Namespace == ns || !e.Until.After(now)
-	})
-}
-
 // edit finds the NSScaler of the namespace and applies change to a fresh
 // copy until the patch goes through without a conflict.
 func (o *wakeOptions) edit(cmd *cobra.Command, conn *connection, env *environment, ns string, change wakeEdit) error {
@@ -262,71 +169,4 @@ func printResult(w io.Writer, msg, suffix string) error {
 		_, err = fmt.Fprintln(w, rest)
 	}
 	return err
-}
-
-// scalerFor is the NSScaler to edit for namespace ns: the one selecting it,
-// or want (which must select it). warning is set when want is not the
-// NSScaler that acts on the namespace.
-func scalerFor(ctx context.Context, cl client.Client, ns, want string) (name, warning string, err error) {
-	var namespace corev1.Namespace
-	if err := cl.Get(ctx, client.ObjectKey{Name: ns}, &namespace); err != nil {
-		return "", "", describeGetError(err, "namespace", "", ns)
-	}
-	var list scalingv1alpha1.NSScalerList
-	if err := cl.List(ctx, &list); err != nil {
-		return "", "", describeListError(err, "NSScalers")
-	}
-	return chooseScaler(list.Items, ns, namespace.Labels, want)
-}
-
-// chooseScaler picks among the NSScalers the one for namespace ns (labels
-// lbls), with the controller's own selection (nsscaler.Selects): when
-// several select a namespace, the oldest acts on it.
-func chooseScaler(all []scalingv1alpha1.NSScaler, ns string, lbls map[string]string, want string) (string, string, error) {
-	var selecting []*scalingv1alpha1.NSScaler
-	for i := range all {
-		if nsscaler.Selects(&all[i], ns, lbls) {
-			selecting = append(selecting, &all[i])
-		}
-	}
-	slices.SortFunc(selecting, func(a, b *scalingv1alpha1.NSScaler) int {
-		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
-	var names []string
-	for _, s := range selecting {
-		names = append(names, s.Name)
-	}
-	switch {
-	case want != "" && slices.Contains(names, want):
-		if names[0] != want {
-			return want, fmt.Sprintf("NSScaler %s selects namespace %s too and is older, so it is the one acting on it; an entry on %s takes effect only if %s stops selecting it", names[0], ns, want, names[0]), nil
-		}
-		return want, "", nil
-	case want != "":
-		if !slices.ContainsFunc(all, func(s scalingv1alpha1.NSScaler) bool { return s.Name == want }) {
-			return "", "", fmt.Errorf("NSScaler %s not found", want)
-		}
-		return "", "", fmt.Errorf("NSScaler %s does not select namespace %s (those that do: %s)", want, ns, list0(names))
-	case len(names) == 0:
-		return "", "", fmt.Errorf("no NSScaler selects namespace %s: nothing parks it", ns)
-	case len(names) > 1:
-		return "", "", fmt.Errorf("namespace %s is selected by %d NSScalers (%s; %s is the oldest and acts on it): choose one with --scaler", ns, len(names), strings.Join(names, ", "), names[0])
-	}
-	return names[0], "", nil
-}
-
-// shortDuration is d to the minute as people write it: 2h, 2h30m, 45m.
-func shortDuration(d time.Duration) string {
-	s := d.Round(time.Minute).String()
-	s = strings.TrimSuffix(s, "0s")
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	if s == "" {
-		return "0m"
-	}
-	return s
 }
