@@ -56,3 +56,10 @@ func shortDuration(d time.Duration) string {
 	}
 	return s
 }
+
+func list0(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
