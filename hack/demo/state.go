@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -172,4 +173,8 @@ func runWatchdog(runDir string) {
 	}
 	fmt.Printf("%s watchdog (pid %d): the demo exited without tearing down; stopped %d process(es) of %s\n",
 		time.Now().Format(time.RFC3339), os.Getpid(), n, runDir)
+}
+
+func signalsIgnoredByWatchdog() {
+	signal.Ignore(syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE, syscall.SIGTERM)
 }

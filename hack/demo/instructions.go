@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/runbook-dev/runbook/test/testenv"
+)
+
+// printStatus shows the plugin's view of the demo: `kubectl runbook status -A`.
+func (d *demo) printStatus(ctx context.Context, kubeconfig string) {
+	cmd := exec.CommandContext(ctx, filepath.Join(testenv.BinDir(), "kubectl"), "runbook", "status", "-A")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "PATH="+filepath.Join(d.root, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	_, _ = fmt.Fprintf(d.out, "\n$ kubectl runbook status -A\n%s", out)
+	if err != nil {
+		_, _ = fmt.Fprintf(d.out, "(kubectl runbook status: %v)\n", err)
+	}
+}
+
+func (d *demo) printTryIt(kubeconfig string, real bool) {
+	bin := filepath.Join(d.root, "bin")
+	realLine := "Real containers:           none (kwok only: pods are simulated)"
+	if real {
+		realLine = "A real container's output: kubectl logs deployment/nginx   # nginx runs on node real-node: kubectl get pods -o wide"
+	}
+	_, _ = fmt.Fprintf(d.out, `
+Runbook is running against a local cluster. In another terminal:
+
+  export KUBECONFIG=%[1]s
+  export PATH=%[2]s:%[3]s:$PATH     # kubectl, and the kubectl-runbook plugin
+
+The seed demo: watch nginx, then change a row of demo_tbl; nginx restarts once (within 5 s):
+  kubectl get pods -l app=nginx -w
+  mariadb -h 127.0.0.1 -u root test -e "%[4]s"
+
+What Runbook is doing:      kubectl runbook status -A
+Make a probe fail:          curl -X POST http://%[5]s/fail/http   # or tcp, grpc; heal with /heal/http
+                            (after failureThreshold failures in a row nginx restarts: kubectl get events -w)
+Fire a policy by hand:      kubectl runbook restart nginx-on-demo-tbl --wait
+Parked by the NSScaler:     kubectl get deployments -n proj-a   # 0/0, original in an annotation
+Wake it for a while:        kubectl runbook wake proj-a --for 2h   # kubectl runbook park proj-a ends it
+%[8]s
+Logs: %[6]s (manager), %[7]s (this output)
+Press Ctrl-C to stop and tear everything down.
+
+`, kubeconfig, testenv.BinDir(), bin, demoUpdate, d.health.addrs.http, filepath.Join(d.stateDir, "manager.log"), filepath.Join(d.stateDir, "demo.log"), realLine)
+}
