@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -100,4 +101,17 @@ func isSubset(want, have any) bool {
 	default:
 		return fmt.Sprint(want) == fmt.Sprint(have)
 	}
+}
+
+// servesKind asks discovery (through the manager's RESTMapper, which
+// remembers a kind once found) whether the cluster serves gvk.
+func servesKind(mapper meta.RESTMapper, gvk schema.GroupVersionKind) (bool, error) {
+	_, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	switch {
+	case meta.IsNoMatchError(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("looking up the %s kind: %w", gvk.Kind, err)
+	}
+	return true, nil
 }
