@@ -10,15 +10,11 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -137,24 +133,6 @@ func Query(ns string) string {
 	return `count by (alertname) (ALERTS{alertstate="firing",namespace=` + strconv.Quote(ns) + `})`
 }
 
-// Error is a failed query. Unreachable: Prometheus itself did not answer
-// (network, timeout, 5xx), which the next queries of the same round would
-// meet too; otherwise the answer was unusable.
-type Error struct {
-	Unreachable bool
-	msg         string
-}
-
-func (e *Error) Error() string { return e.msg }
-
-func unreachable(format string, args ...any) error {
-	return &Error{Unreachable: true, msg: fmt.Sprintf(format, args...)}
-}
-
-func invalid(format string, args ...any) error {
-	return &Error{msg: fmt.Sprintf(format, args...)}
-}
-
 // Firing asks which alerts fire for namespace ns: their names, sorted and
 // unique. The messages of its errors carry no address or token and stay
 // the same while the cause does (they go into conditions).
@@ -190,82 +168,6 @@ func (c *Client) Firing(ctx context.Context, ns string) ([]string, error) {
 	return parseAnswer(resp.StatusCode, body)
 }
 
-func transportError(ctx context.Context, err error, timeout time.Duration) error {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
-		return unreachable("Prometheus did not answer within %s", timeout)
-	}
-	var op *net.OpError
-	if errors.As(err, &op) && op.Err != nil {
-		return unreachable("Prometheus could not be reached: %v", op.Err)
-	}
-	var dns *net.DNSError
-	if errors.As(err, &dns) {
-		return unreachable("Prometheus could not be reached: its host name does not resolve")
-	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		// Without the URL, which holds the address and the query.
-		return unreachable("Prometheus could not be reached: %v", ue.Err)
-	}
-	return unreachable("Prometheus could not be reached: %v", err)
-}
-
-// answer is the part of /api/v1/query's envelope read here.
-type answer struct {
-	Status    string          `json:"status"`
-	ErrorType string          `json:"errorType"`
-	Error     string          `json:"error"`
-	Data      json.RawMessage `json:"data"`
-}
-
-type vectorData struct {
-	ResultType string `json:"resultType"`
-	Result     []struct {
-		Metric map[string]string `json:"metric"`
-		Value  []any             `json:"value"`
-	} `json:"result"`
-}
-
-// parseAnswer reads an /api/v1/query answer into the alert names of its
-// series.
-func parseAnswer(code int, body []byte) ([]string, error) {
-	var a answer
-	jsonErr := json.Unmarshal(body, &a)
-	if code < 200 || code > 299 {
-		why := ""
-		if jsonErr == nil && a.Error != "" {
-			why = ": " + clip(a.ErrorType+": "+a.Error)
-		}
-		if code >= 500 || code == http.StatusTooManyRequests {
-			return nil, unreachable("Prometheus answered HTTP %d%s", code, why)
-		}
-		return nil, invalid("Prometheus answered HTTP %d%s", code, why)
-	}
-	if jsonErr != nil {
-		return nil, invalid("Prometheus's answer is not a query result (%s)", clip(jsonErr.Error()))
-	}
-	if a.Status != "success" {
-		return nil, invalid("Prometheus answered status %q: %s", clip(a.Status), clip(a.ErrorType+": "+a.Error))
-	}
-	var d vectorData
-	if err := json.Unmarshal(a.Data, &d); err != nil {
-		return nil, invalid("Prometheus's answer is not a query result (%s)", clip(err.Error()))
-	}
-	if d.ResultType != "vector" {
-		return nil, invalid("Prometheus answered a %q, not a vector", clip(d.ResultType))
-	}
-	names := make([]string, 0, len(d.Result))
-	for _, s := range d.Result {
-		n := s.Metric["alertname"]
-		if n == "" {
-			return nil, invalid("Prometheus answered a series without alertname")
-		}
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return slices.Compact(names), nil
-}
-
 func readToken(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -284,19 +186,4 @@ func readToken(path string) (string, error) {
 		return "", fmt.Errorf("%s holds no single-line token", path)
 	}
 	return t, nil
-}
-
-// clip keeps what a hostile answer may put into a message short and on
-// one line.
-func clip(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return ' '
-		}
-		return r
-	}, s)
-	if len(s) > maxErrorText {
-		s = strings.ToValidUTF8(s[:maxErrorText], "") + "…"
-	}
-	return s
 }
