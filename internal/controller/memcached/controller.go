@@ -59,7 +59,7 @@ type Reconciler struct {
 	// when empty).
 	TLSAgentImage string
 	// Issuance is what tls.issuerRef may ask cert-manager for
-	// (certificate.go).
+	// (certificate_policy.go).
 	Issuance IssuancePolicy
 	// MaxConcurrentReconciles is the number of Memcached objects reconciled
 	// in parallel (1 when 0).

@@ -45,7 +45,7 @@ func loadSample(t *testing.T, path string, ca *testCA) sampleObjects {
 			mc.Namespace = "shop"
 			if tls := mc.Spec.TLS; tls != nil && tls.IssuerRef != nil {
 				// What cert-manager writes for the owned Certificate
-				// (certificate.go, labelled usable by its template); the
+				// (certificate_object.go, labelled usable by its template); the
 				// reconciler here has no apiserver to apply it to, so the
 				// sample runs as issued.
 				out.secrets[tls.SecretName] = tlsSecret(t, tls.SecretName, ca)
