@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"errors"
 	"net"
 	"sync"
 )
@@ -17,9 +18,14 @@ const maxDialsPerHost = 2
 // every probe of that moment would dial at once, and the dials themselves
 // (a SYN queue that overflows retries after a second) would make more
 // probes late. Behind the gate the probes of such a moment take the
-// connections given back while at most two dials run; the dials that are
-// then no longer needed still run later, one slot at a time, and leave
-// idle connections for the next busy moment.
+// connections given back while at most two dials run.
+//
+// net/http does not call off a dial whose request took another
+// connection: the dial runs on and leaves one more idle connection, so
+// every busy moment would add connections that the next quiet one keeps
+// for the idle timeout, each a dial, a handshake and buffers on both
+// sides. A dial that waited for its slot is therefore dropped once the
+// request that started it has ended (probeRequestContext).
 type dialGate struct {
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
@@ -43,15 +49,51 @@ func newDialGate(dial func(ctx context.Context, network, addr string) (net.Conn,
 func (g *dialGate) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
+	var requestEnded <-chan struct{}
+	req, _ := ctx.Value(probeRequestKey{}).(context.Context)
+	if req != nil {
+		requestEnded = req.Done()
+	}
 	s := g.enter(addr)
 	defer g.leave(addr, s)
 	select {
 	case s.dialing <- struct{}{}:
+	case <-requestEnded:
+		return nil, errDialNotNeeded
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 	defer func() { <-s.dialing }()
+	if req != nil && req.Err() != nil {
+		return nil, errDialNotNeeded
+	}
 	return g.dial(ctx, network, addr)
+}
+
+// errDialNotNeeded ends a dial whose request is over; nothing waits for
+// its error, since net/http delivers a dial's result only to a request
+// still waiting for a connection.
+var errDialNotNeeded = errors.New("dial not needed: its request has ended")
+
+// probeRequestKey finds the context of the request that started a dial
+// among the values of the context net/http dials with, which keeps the
+// request's values but not its end.
+type probeRequestKey struct{}
+
+// probeRequestContext is the context of one probe's request: ctx, whose
+// end (the request answered, failed or out of time) the dial gate can see
+// through the dial's context.
+func probeRequestContext(ctx context.Context) context.Context {
+	return probeRequestCtx{ctx}
+}
+
+type probeRequestCtx struct{ context.Context }
+
+func (c probeRequestCtx) Value(key any) any {
+	if key == (probeRequestKey{}) {
+		return c.Context
+	}
+	return c.Context.Value(key)
 }
 
 func (g *dialGate) enter(addr string) *gateSlots {

@@ -3,6 +3,7 @@ package probe
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -429,6 +430,70 @@ func TestDialGateBoundsDialsInFlight(t *testing.T) {
 	defer g.mu.Unlock()
 	if n := len(g.addrs); n != 0 {
 		t.Errorf("%d addresses left in an idle gate", n)
+	}
+}
+
+// A dial that waits for a slot is dropped once its request has ended (it
+// took a connection given back, or gave up): net/http would keep the
+// connection idle though nothing waits for it. A dial whose request still
+// waits is made.
+func TestDialGateDropsTheDialOfAnEndedRequest(t *testing.T) {
+	var dials atomic.Int64
+	release := make(chan struct{})
+	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
+		dials.Add(1)
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return nopConn{}, nil
+	}
+	g := newDialGate(dial)
+	var wg sync.WaitGroup
+	for range maxDialsPerHost {
+		wg.Go(func() {
+			if _, err := g.DialContext(context.Background(), "tcp", "target:80"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	waitFor(t, "the slots taken", func() bool { return dials.Load() == maxDialsPerHost })
+
+	// net/http dials with a context that keeps the request's values but
+	// not its end.
+	dialContext := func(req context.Context) context.Context {
+		return context.WithoutCancel(probeRequestContext(req))
+	}
+	ended, end := context.WithCancel(context.Background())
+	endedErr := make(chan error, 1)
+	go func() {
+		_, err := g.DialContext(dialContext(ended), "tcp", "target:80")
+		endedErr <- err
+	}()
+	waiting, stillWaiting := context.WithCancel(context.Background())
+	defer stillWaiting()
+	waitingErr := make(chan error, 1)
+	go func() {
+		_, err := g.DialContext(dialContext(waiting), "tcp", "target:80")
+		waitingErr <- err
+	}()
+	waitFor(t, "two dials waiting for a slot", func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.addrs["target:80"].users == maxDialsPerHost+2
+	})
+	end()
+	if err := <-endedErr; !errors.Is(err, errDialNotNeeded) {
+		t.Fatalf("the dial of an ended request: %v, want %v", err, errDialNotNeeded)
+	}
+	close(release)
+	if err := <-waitingErr; err != nil {
+		t.Fatalf("the dial of a request that still waits: %v", err)
+	}
+	wg.Wait()
+	if got := dials.Load(); got != maxDialsPerHost+1 {
+		t.Errorf("%d dials made, want %d (the ended request's dropped)", got, maxDialsPerHost+1)
 	}
 }
 

@@ -146,7 +146,7 @@ func (p *httpProber) probeUntil(ctx context.Context, deadline time.Time) Observa
 	answer := make(chan httpAnswer, 1)
 	go func() {
 		defer cancel()
-		status, err := p.get(rctx)
+		status, err := p.get(probeRequestContext(rctx))
 		answer <- httpAnswer{status: status, err: err}
 		if p.answered != nil {
 			p.answered()
