@@ -25,7 +25,7 @@ const maxDialsPerHost = 2
 // every busy moment would add connections that the next quiet one keeps
 // for the idle timeout, each a dial, a handshake and buffers on both
 // sides. A dial that waited for its slot is therefore dropped once the
-// request that started it has ended (probeRequestContext).
+// request that started it has ended (httpAttempt).
 type dialGate struct {
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
@@ -79,22 +79,6 @@ var errDialNotNeeded = errors.New("dial not needed: its request has ended")
 // among the values of the context net/http dials with, which keeps the
 // request's values but not its end.
 type probeRequestKey struct{}
-
-// probeRequestContext is the context of one probe's request: ctx, whose
-// end (the request answered, failed or out of time) the dial gate can see
-// through the dial's context.
-func probeRequestContext(ctx context.Context) context.Context {
-	return probeRequestCtx{ctx}
-}
-
-type probeRequestCtx struct{ context.Context }
-
-func (c probeRequestCtx) Value(key any) any {
-	if key == (probeRequestKey{}) {
-		return c.Context
-	}
-	return c.Context.Value(key)
-}
 
 func (g *dialGate) enter(addr string) *gateSlots {
 	g.mu.Lock()

@@ -463,7 +463,7 @@ func TestDialGateDropsTheDialOfAnEndedRequest(t *testing.T) {
 	// net/http dials with a context that keeps the request's values but
 	// not its end.
 	dialContext := func(req context.Context) context.Context {
-		return context.WithoutCancel(probeRequestContext(req))
+		return context.WithoutCancel(&httpAttempt{Context: req})
 	}
 	ended, end := context.WithCancel(context.Background())
 	endedErr := make(chan error, 1)

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
@@ -25,6 +26,10 @@ type httpProber struct {
 	// req is the request, built once; each probe sends a shallow copy
 	// with its own context. Nothing writes to it after construction.
 	req *http.Request
+	// timerMu guards timer, the deadline timer of the probe in progress
+	// (deadlineTimer).
+	timerMu sync.Mutex
+	timer   *time.Timer
 	// answered, when set (tests), is called once a request has ended and
 	// its connection is back in the pool or closed.
 	answered func()
@@ -142,31 +147,73 @@ type httpAnswer struct {
 // probe can report a timeout at deadline while the request waits out its
 // grace.
 func (p *httpProber) probeUntil(ctx context.Context, deadline time.Time) Observation {
-	rctx, cancel := context.WithDeadline(ctx, deadline.Add(answerGrace(time.Until(deadline))))
-	answer := make(chan httpAnswer, 1)
-	go func() {
-		defer cancel()
-		status, err := p.get(probeRequestContext(rctx))
-		answer <- httpAnswer{status: status, err: err}
-		if p.answered != nil {
-			p.answered()
-		}
-	}()
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
-	var a httpAnswer
+	a := &httpAttempt{answer: make(chan httpAnswer, 1)}
+	a.Context, a.cancel = context.WithDeadline(ctx, deadline.Add(answerGrace(time.Until(deadline))))
+	go p.attempt(a)
+	timer, own := p.deadlineTimer(time.Until(deadline))
+	defer p.releaseTimer(timer, own)
+	var r httpAnswer
 	select {
-	case a = <-answer:
+	case r = <-a.answer:
 	case <-timer.C:
-		a.err = context.DeadlineExceeded
+		r.err = context.DeadlineExceeded
 	}
-	if a.err != nil {
-		return networkObservation(ctx, a.err, "GET "+p.url)
+	if r.err != nil {
+		return networkObservation(ctx, r.err, "GET "+p.url)
 	}
-	if a.status >= 200 && a.status < 400 {
+	if r.status >= 200 && r.status < 400 {
 		return Observation{Result: autorebootv1alpha1.ResultSuccess}
 	}
-	return Observation{Result: autorebootv1alpha1.ResultFailure, Message: fmt.Sprintf("GET %s: HTTP %d", p.url, a.status)}
+	return Observation{Result: autorebootv1alpha1.ResultFailure, Message: fmt.Sprintf("GET %s: HTTP %d", p.url, r.status)}
+}
+
+// httpAttempt is one probe's request. It is the request's context (the
+// probe's deadline plus the answer grace) and makes that context the
+// dial gate's probeRequestKey, so that a dial the request no longer needs
+// is dropped, at no allocation of its own.
+type httpAttempt struct {
+	context.Context
+	cancel context.CancelFunc
+	answer chan httpAnswer
+}
+
+func (a *httpAttempt) Value(key any) any {
+	if key == (probeRequestKey{}) {
+		return a.Context
+	}
+	return a.Context.Value(key)
+}
+
+func (p *httpProber) attempt(a *httpAttempt) {
+	defer a.cancel()
+	status, err := p.get(a)
+	a.answer <- httpAnswer{status: status, err: err}
+	if p.answered != nil {
+		p.answered()
+	}
+}
+
+// deadlineTimer returns a timer that fires after d, and whether it is
+// the prober's own, which releaseTimer gives back. A worker probes one at
+// a time, so the prober keeps one timer for all its probes; a probe that
+// finds it in use (two at once, as tests may run) gets one of its own.
+func (p *httpProber) deadlineTimer(d time.Duration) (*time.Timer, bool) {
+	if !p.timerMu.TryLock() {
+		return time.NewTimer(d), false
+	}
+	if p.timer == nil {
+		p.timer = time.NewTimer(d)
+	} else {
+		p.timer.Reset(d)
+	}
+	return p.timer, true
+}
+
+func (p *httpProber) releaseTimer(t *time.Timer, own bool) {
+	t.Stop()
+	if own {
+		p.timerMu.Unlock()
+	}
 }
 
 // get sends the request, follows its redirects and reads the answer's
