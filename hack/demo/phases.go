@@ -129,8 +129,14 @@ func goBuild(ctx context.Context, dir, out, pkg string) error {
 	return nil
 }
 
-// prepare installs the CRDs and the manager's own namespace (it holds the
-// fingerprint key).
+// wakeRequestRoles are the ClusterRoles (config/rbac) that the cluster's
+// aggregation controller folds into the built-in edit, admin and view roles,
+// as the chart installs them: without them whoever may edit a namespace may
+// still not wake it with a WakeRequest.
+var wakeRequestRoles = []string{"wakerequest_editor_role.yaml", "wakerequest_viewer_role.yaml"}
+
+// prepare installs the CRDs, the WakeRequest roles and the manager's own
+// namespace (it holds the fingerprint key).
 func (d *demo) prepare(ctx context.Context, c *cluster.Cluster) error {
 	d.say("installing CRDs")
 	out, err := c.Kubectl(ctx, "apply", "--server-side", "-f", filepath.Join(d.root, "config", "crd", "bases"))
@@ -141,6 +147,15 @@ func (d *demo) prepare(ctx context.Context, c *cluster.Cluster) error {
 	if err := c.WaitCRDsEstablished(ctx, 120*time.Second); err != nil {
 		return err
 	}
+	d.say("installing the WakeRequest roles that the built-in edit, admin and view roles aggregate (config/rbac)")
+	args := []string{"apply", "--server-side"}
+	for _, f := range wakeRequestRoles {
+		args = append(args, "-f", filepath.Join(d.root, "config", "rbac", f))
+	}
+	if out, err = c.Kubectl(ctx, args...); err != nil {
+		return err
+	}
+	_, _ = fmt.Fprint(d.out, indent(out))
 	_, err = c.Kubectl(ctx, "create", "namespace", "runbook-system")
 	return err
 }
