@@ -21,6 +21,14 @@ func (d *demo) printStatus(ctx context.Context, kubeconfig string) {
 	}
 }
 
+// The demo's tenant: hack/demo/workloads.yaml binds her to the built-in edit
+// role in that namespace only, which the NSScaler sample parks and lets its
+// team wake (spec.selfService).
+const (
+	demoTenant          = "jane"
+	demoTenantNamespace = "proj-c"
+)
+
 func (d *demo) printTryIt(kubeconfig string, real bool) {
 	bin := filepath.Join(d.root, "bin")
 	realLine := "Real containers:           none (kwok only: pods are simulated)"
@@ -43,9 +51,13 @@ Make a probe fail:          curl -X POST http://%[5]s/fail/http   # or tcp, grpc
 Fire a policy by hand:      kubectl runbook restart nginx-on-demo-tbl --wait
 Parked by the NSScaler:     kubectl get deployments -n proj-a   # 0/0, original in an annotation
 Wake it for a while:        kubectl runbook wake proj-a --for 2h   # kubectl runbook park proj-a ends it
+Wake %[11]s as its team:    kubectl --as %[10]s -n %[11]s create -f %[9]s   # %[10]s may edit %[11]s, nothing else
+                            kubectl get wakerequest -n %[11]s   # Granted, and until when; kubectl get deployments -n %[11]s: api 2/2 again
+                            kubectl --as %[10]s -n %[11]s delete wakerequest evening-debugging   # %[11]s is parked again
 %[8]s
 Logs: %[6]s (manager), %[7]s (this output)
 Press Ctrl-C to stop and tear everything down.
 
-`, kubeconfig, testenv.BinDir(), bin, demoUpdate, d.health.addrs.http, filepath.Join(d.stateDir, "manager.log"), filepath.Join(d.stateDir, "demo.log"), realLine)
+`, kubeconfig, testenv.BinDir(), bin, demoUpdate, d.health.addrs.http, filepath.Join(d.stateDir, "manager.log"), filepath.Join(d.stateDir, "demo.log"), realLine,
+		filepath.Join(d.root, "config", "samples", "scaling_v1alpha1_wakerequest.yaml"), demoTenant, demoTenantNamespace)
 }
