@@ -180,12 +180,16 @@ func fieldManagerFor(user string) string {
 }
 
 // whoami asks the apiserver who the client is (SelfSubjectReview); where
-// that is not served, the kubeconfig's user name stands in.
+// that is not served, the impersonated user (--as) or else the kubeconfig's
+// user name stands in.
 func whoami(conn *connection) func(context.Context, client.Client) string {
 	return func(ctx context.Context, cl client.Client) string {
 		ssr := &authenticationv1.SelfSubjectReview{}
 		if err := cl.Create(ctx, ssr); err == nil && ssr.Status.UserInfo.Username != "" {
 			return ssr.Status.UserInfo.Username
+		}
+		if conn.as != "" {
+			return conn.as
 		}
 		raw, err := conn.clientConfig().RawConfig()
 		if err != nil {

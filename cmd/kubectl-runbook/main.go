@@ -37,6 +37,10 @@ func main() {
 // context and its namespace).
 type connection struct {
 	kubeconfig, context, namespace string
+	// as and asGroups are kubectl's --as and --as-group: act as another
+	// user, as an admin does to see what a team may do.
+	as       string
+	asGroups []string
 }
 
 func (c *connection) bind(cmd *cobra.Command) {
@@ -44,12 +48,17 @@ func (c *connection) bind(cmd *cobra.Command) {
 	f.StringVar(&c.kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
 	f.StringVar(&c.context, "context", "", "the kubeconfig context to use")
 	f.StringVarP(&c.namespace, "namespace", "n", "", "the namespace (default: the context's namespace, else default)")
+	f.StringVar(&c.as, "as", "", "the user to impersonate for the operation")
+	f.StringArrayVar(&c.asGroups, "as-group", nil, "a group to impersonate for the operation; repeat it for several")
 }
 
 func (c *connection) clientConfig() clientcmd.ClientConfig {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = c.kubeconfig
-	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.context})
+	overrides := &clientcmd.ConfigOverrides{CurrentContext: c.context}
+	overrides.AuthInfo.Impersonate = c.as
+	overrides.AuthInfo.ImpersonateGroups = c.asGroups
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
 }
 
 // resolve returns a client for the cluster and the namespace to use.

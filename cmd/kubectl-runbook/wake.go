@@ -52,7 +52,8 @@ A user who may not patch the NSScaler (a SelfSubjectAccessReview says) gets a Wa
 instead, which the NSScaler grants within the limits of its spec.selfService; wake waits for the decision and
 says which way it went.`,
 		Example: `  kubectl runbook wake proj-a --for 2h
-  kubectl runbook wake proj-a --for 30m --scaler nightly --dry-run`,
+  kubectl runbook wake proj-a --for 30m --scaler nightly --dry-run
+  kubectl runbook wake proj-c --for 1h --as jane   # as jane, who may only edit proj-c: a WakeRequest`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.validate(); err != nil {
