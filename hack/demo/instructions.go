@@ -54,6 +54,7 @@ Wake it for a while:        kubectl runbook wake proj-a --for 2h   # kubectl run
 Wake %[11]s as its team:    kubectl --as %[10]s -n %[11]s create -f %[9]s   # %[10]s may edit %[11]s, nothing else
                             kubectl get wakerequest -n %[11]s   # Granted, and until when; kubectl get deployments -n %[11]s: api 2/2 again
                             kubectl --as %[10]s -n %[11]s delete wakerequest evening-debugging   # %[11]s is parked again
+                            (the plugin asks the same way and waits for the answer: kubectl runbook wake %[11]s --for 1h --as %[10]s)
 %[8]s
 Logs: %[6]s (manager), %[7]s (this output)
 Press Ctrl-C to stop and tear everything down.

@@ -128,6 +128,7 @@ func TestDemoTenantCanWake(t *testing.T) {
 		"kubectl --as " + demoTenant + " -n " + demoTenantNamespace + " create -f " + sample,
 		"kubectl get wakerequest -n " + demoTenantNamespace,
 		"kubectl --as " + demoTenant + " -n " + demoTenantNamespace + " delete wakerequest " + wr.Name,
+		"kubectl runbook wake " + demoTenantNamespace + " --for 1h --as " + demoTenant,
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the instructions lack %q:\n%s", want, out.String())
