@@ -286,11 +286,11 @@ helm-template: $(HELM) ## Render the chart with its default values.
 .PHONY: docs-rbac
 .PHONY: servicemonitor-crd
 servicemonitor-crd: $(CONTROLLER_GEN) ## Regenerate the ServiceMonitor CRD test fixture from prometheus-operator's API types.
-	hack/servicemonitor-crd.sh $(PROMETHEUS_OPERATOR_VERSION) $(CONTROLLER_GEN)
+	hack/prometheus-operator-crds.sh $(PROMETHEUS_OPERATOR_VERSION) $(CONTROLLER_GEN) servicemonitors
 
 .PHONY: prometheusrule-crd
 prometheusrule-crd: $(CONTROLLER_GEN) ## Regenerate the PrometheusRule CRD test fixture from prometheus-operator's API types.
-	hack/prometheusrule-crd.sh $(PROMETHEUS_OPERATOR_VERSION) $(CONTROLLER_GEN)
+	hack/prometheus-operator-crds.sh $(PROMETHEUS_OPERATOR_VERSION) $(CONTROLLER_GEN) prometheusrules
 
 .PHONY: dashboards
 dashboards: ## Write the Grafana dashboards (test/monitoring/dashboards) into config/grafana/dashboards and the chart.

@@ -97,14 +97,14 @@ func policyForWorkload(ctx context.Context, cl client.Client, ns, arg, want stri
 	if err != nil {
 		return "", err
 	}
-	var list autorebootv1alpha1.RebootPolicyList
-	if err := cl.List(ctx, &list, client.InNamespace(ns)); err != nil {
+	var policies autorebootv1alpha1.RebootPolicyList
+	if err := cl.List(ctx, &policies, client.InNamespace(ns)); err != nil {
 		return "", describeListError(err, "RebootPolicies")
 	}
 	var names []string
-	for i := range list.Items {
-		if targets(&list.Items[i], kind, name, lbls) {
-			names = append(names, list.Items[i].Name)
+	for i := range policies.Items {
+		if targets(&policies.Items[i], kind, name, lbls) {
+			names = append(names, policies.Items[i].Name)
 		}
 	}
 	slices.Sort(names)
@@ -113,7 +113,7 @@ func policyForWorkload(ctx context.Context, cl client.Client, ns, arg, want stri
 	case want != "" && slices.Contains(names, want):
 		return want, nil
 	case want != "":
-		return "", fmt.Errorf("RebootPolicy %q does not target %s (those that do: %s)", want, what, list0(names))
+		return "", fmt.Errorf("RebootPolicy %q does not target %s (those that do: %s)", want, what, list(names))
 	case len(names) == 0:
 		return "", fmt.Errorf("no RebootPolicy in namespace %s targets %s: create one, or fire another by its name", ns, what)
 	case len(names) > 1:

@@ -14,6 +14,8 @@ func plural(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
+// list joins names for a sentence; "none" rather than nothing, so that an
+// empty list does not read as a value left out.
 func list(names []string) string {
 	if len(names) == 0 {
 		return "none"
@@ -55,11 +57,4 @@ func shortDuration(d time.Duration) string {
 		return "0m"
 	}
 	return s
-}
-
-func list0(names []string) string {
-	if len(names) == 0 {
-		return "none"
-	}
-	return strings.Join(names, ", ")
 }

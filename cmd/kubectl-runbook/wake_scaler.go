@@ -58,7 +58,7 @@ func chooseScaler(all []scalingv1alpha1.NSScaler, ns string, lbls map[string]str
 		if !slices.ContainsFunc(all, func(s scalingv1alpha1.NSScaler) bool { return s.Name == want }) {
 			return "", "", fmt.Errorf("NSScaler %s not found", want)
 		}
-		return "", "", fmt.Errorf("NSScaler %s does not select namespace %s (those that do: %s)", want, ns, list0(names))
+		return "", "", fmt.Errorf("NSScaler %s does not select namespace %s (those that do: %s)", want, ns, list(names))
 	case len(names) == 0:
 		return "", "", fmt.Errorf("no NSScaler selects namespace %s: nothing parks it", ns)
 	case len(names) > 1:

@@ -48,6 +48,19 @@ func NewSource(reader client.Reader, writer client.Writer, namespace, name strin
 	return &Source{reader: reader, writer: writer, namespace: namespace, name: name, log: log}
 }
 
+// clients are a controller manager's.
+type clients interface {
+	GetAPIReader() client.Reader
+	GetClient() client.Client
+}
+
+// NewManagerSource is the Source of a controller on mgr: it reads the key
+// Secret through mgr's apiserver reader (the manager never caches Secrets)
+// and logs under log's "fingerprint-key".
+func NewManagerSource(mgr clients, namespace, name string, log logr.Logger) *Source {
+	return NewSource(mgr.GetAPIReader(), mgr.GetClient(), namespace, name, log.WithName("fingerprint-key"))
+}
+
 // StaticSource always returns key (tests).
 func StaticSource(key *Key) *Source { return &Source{key: key} }
 

@@ -53,9 +53,9 @@ func mustTool(t *testing.T, stdin []byte, bin string, args ...string) string {
 }
 
 // TestManifestsPassServerSideDryRun installs prometheus-operator's CRDs
-// (generated from its pinned API types: hack/prometheusrule-crd.sh,
-// hack/servicemonitor-crd.sh) and dry-runs what users apply: the
-// PrometheusRule and dashboards as kustomize and the chart render them.
+// (generated from its pinned API types: hack/prometheus-operator-crds.sh)
+// and dry-runs what users apply: the PrometheusRule and dashboards as
+// kustomize and the chart render them.
 func TestManifestsPassServerSideDryRun(t *testing.T) {
 	testenv.SkipUnderShort(t, "a local cluster (kwok)")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

@@ -1,65 +1,28 @@
 package memcached
 
 import (
-	"context"
-	"fmt"
-
 	appsv1 "k8s.io/api/apps/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/runbook-dev/runbook/api/cache/v1alpha1"
 )
 
-// reconcileDeployment applies the Deployment (unless it is foreign or the
-// spec may not be applied) and records the live object for the status.
-func (r *Reconciler) reconcileDeployment(ctx context.Context, mc *cachev1alpha1.Memcached, s settings, apply bool, obs *observation) error {
-	key := types.NamespacedName{Namespace: mc.Namespace, Name: mc.Name}
-	dep, err := getLive(ctx, r.Client, key, &appsv1.Deployment{})
-	if err != nil {
-		return fmt.Errorf("reading Deployment %s: %w", key, err)
-	}
-	switch {
-	case dep != nil && !metav1.IsControlledBy(dep, mc):
-		obs.foreign = append(obs.foreign, describeForeign("Deployment", dep, mc))
-	case apply:
-		live, err := r.applyDeployment(ctx, mc, s, dep, obs)
-		if err != nil {
-			obs.workload = deploymentState(dep)
-			return fmt.Errorf("applying Deployment %s: %w", key, err)
-		}
-		obs.workload = deploymentState(live)
-	default:
-		obs.workload = deploymentState(dep)
-	}
-	return nil
-}
-
-// applyDeployment applies the desired Deployment and returns the live
-// object.
-func (r *Reconciler) applyDeployment(ctx context.Context, mc *cachev1alpha1.Memcached, s settings, live *appsv1.Deployment, obs *observation) (*appsv1.Deployment, error) {
-	var cached client.Object
-	if live != nil {
-		cached = live
-	}
-	after := &appsv1.Deployment{}
-	applied, err := r.applyIfChanged(ctx, inputsOf(mc, s), func() (runtime.ApplyConfiguration, error) { return desiredDeployment(mc, s) }, cached, after, func() (any, error) { return appsv1ac.ExtractDeployment(live, FieldManager) })
-	if err != nil || !applied {
-		return live, err
-	}
-	if live == nil {
-		obs.created = append(obs.created, fmt.Sprintf("Deployment (%d instances)", s.Size))
-		return after, nil
-	}
-	noteSecretRollout(obs, live.Spec.Template.Annotations, s)
-	r.reportWorkloadChange(mc, obs, s, "Deployment", live.Spec.Replicas, live.Spec.Template.Annotations)
-	return after, nil
+// deploymentWorkload is the Deployment for reconcileOwnedWorkload.
+var deploymentWorkload = ownedWorkload[appsv1.Deployment, *appsv1.Deployment]{
+	kind: "Deployment",
+	desired: func(mc *cachev1alpha1.Memcached, s settings) (runtime.ApplyConfiguration, error) {
+		return desiredDeployment(mc, s)
+	},
+	extract: func(live *appsv1.Deployment) (any, error) { return appsv1ac.ExtractDeployment(live, FieldManager) },
+	state:   deploymentState,
+	pods: func(live *appsv1.Deployment) (*int32, *corev1.PodTemplateSpec) {
+		return live.Spec.Replicas, &live.Spec.Template
+	},
 }
 
 // desiredDeployment is the Deployment of mc as the controller applies it.

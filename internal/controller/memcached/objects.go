@@ -71,9 +71,9 @@ func (r *Reconciler) reconcileObjects(ctx context.Context, mc *cachev1alpha1.Mem
 // cannot change (the CRD refuses it), so the other kind is never looked at.
 func (r *Reconciler) reconcileWorkload(ctx context.Context, mc *cachev1alpha1.Memcached, s settings, apply bool, obs *observation) error {
 	if s.Kind == cachev1alpha1.WorkloadStatefulSet {
-		return r.reconcileStatefulSet(ctx, mc, s, apply, obs)
+		return reconcileOwnedWorkload(ctx, r, statefulSetWorkload, mc, s, apply, obs)
 	}
-	return r.reconcileDeployment(ctx, mc, s, apply, obs)
+	return reconcileOwnedWorkload(ctx, r, deploymentWorkload, mc, s, apply, obs)
 }
 
 // getLive reads the object of key into obj and returns it, or nil (the

@@ -69,12 +69,8 @@ type Options struct {
 
 // withDefaults fills in what opts leave at zero.
 func (o Options) withDefaults() (Options, error) {
-	if o.Clock == nil {
-		o.Clock = clock.RealClock{}
-	}
-	if o.MaxConcurrentReconciles <= 0 {
-		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
-	}
+	o.Clock = cmp.Or[clock.PassiveClock](o.Clock, clock.RealClock{})
+	o.MaxConcurrentReconciles = status.PositiveOr(o.MaxConcurrentReconciles, DefaultMaxConcurrentReconciles)
 	o.SecretResync = cmp.Or(o.SecretResync, DefaultSecretResync)
 	o.SecretRecheck = cmp.Or(o.SecretRecheck, DefaultSecretRecheck)
 	return o, nil
@@ -88,13 +84,13 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		return nil, err
 	}
 	if opts.Keys == nil {
-		opts.Keys = fingerprint.NewSource(mgr.GetAPIReader(), mgr.GetClient(), opts.OperatorNamespace, opts.FingerprintKeySecret,
-			mgr.GetLogger().WithName(Name).WithName("fingerprint-key"))
+		opts.Keys = fingerprint.NewManagerSource(mgr, opts.OperatorNamespace, opts.FingerprintKeySecret, mgr.GetLogger().WithName(Name))
 	}
+	reporting := status.NewReporting(mgr, Name)
 	r := &Reconciler{
 		Client:                  mgr.GetClient(),
-		Status:                  status.NewWriter(mgr.GetClient(), mgr.GetAPIReader(), FieldManager),
-		Events:                  status.Events{Recorder: mgr.GetEventRecorder(status.ReporterName(Name))},
+		Status:                  reporting.Status,
+		Events:                  reporting.Events,
 		APIReader:               mgr.GetAPIReader(),
 		Keys:                    opts.Keys,
 		Clock:                   opts.Clock,

@@ -1,6 +1,7 @@
 package nsscaler
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -61,18 +62,10 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Metrics == nil {
 		return o, fmt.Errorf("nsscaler: Options.Metrics must be set (build them with NewMetrics)")
 	}
-	if o.Clock == nil {
-		o.Clock = clock.RealClock{}
-	}
-	if o.WriteConcurrency <= 0 {
-		o.WriteConcurrency = DefaultWriteConcurrency
-	}
-	if o.ArgoCDNamespace == "" {
-		o.ArgoCDNamespace = DefaultArgoCDNamespace
-	}
-	if o.MaxConcurrentReconciles <= 0 {
-		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
-	}
+	o.Clock = cmp.Or[clock.WithDelayedExecution](o.Clock, clock.RealClock{})
+	o.MaxConcurrentReconciles = status.PositiveOr(o.MaxConcurrentReconciles, DefaultMaxConcurrentReconciles)
+	o.WriteConcurrency = status.PositiveOr(o.WriteConcurrency, DefaultWriteConcurrency)
+	o.ArgoCDNamespace = cmp.Or(o.ArgoCDNamespace, DefaultArgoCDNamespace)
 	return o, nil
 }
 
@@ -141,10 +134,9 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		}
 	}
 	access := workloadAccess{cache: opts.Cache, apiReader: mgr.GetAPIReader(), patcher: newWorkloadPatcher(workloads), informers: opts.Cache}
+	reporting := status.NewReporting(mgr, Name)
 	r, err := newReconciler(dependencies{
-		client: mgr.GetClient(), access: access,
-		status: status.NewWriter(mgr.GetClient(), mgr.GetAPIReader(), FieldManager),
-		events: status.Events{Recorder: mgr.GetEventRecorder(status.ReporterName(Name))},
+		client: mgr.GetClient(), access: access, status: reporting.Status, events: reporting.Events,
 	}, opts)
 	if err != nil {
 		return nil, err

@@ -306,3 +306,11 @@ func TestComputeStatusReportsTheGenerationActedOn(t *testing.T) {
 		t.Errorf("Ready %+v: the suspend of generation 8 was not acted on yet", c)
 	}
 }
+
+// Setup's status writer (status.NewReporting, by Name) and the workload
+// patches (FieldManager) must write as one field manager.
+func TestFieldManagerIsTheKits(t *testing.T) {
+	if FieldManager != status.FieldOwner(Name) || FieldManager != "runbook-nsscaler" {
+		t.Errorf("field manager %q, want status.FieldOwner(%q) = runbook-nsscaler", FieldManager, Name)
+	}
+}

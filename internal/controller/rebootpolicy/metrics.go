@@ -24,13 +24,11 @@ type Metrics struct {
 	restartLatency prometheus.Histogram
 	dialsDenied    *prometheus.CounterVec
 	// Governance of restarts (settle, windows, throttle) and notifications.
-	pendingRestarts  prometheus.Gauge
+	pendingRestarts  *policySum
 	restartsInFlight prometheus.Gauge
 	throttled        *prometheus.CounterVec
 	notifications    *prometheus.CounterVec
 	restartRequests  prometheus.Counter
-	pendingMu        sync.Mutex
-	pendingByPolicy  map[types.NamespacedName]int
 	// gate: the health gate's and approvals' collectors (gatemetrics.go).
 	gate *gateMetrics
 }
@@ -66,7 +64,7 @@ func NewMetrics() *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 16),
 		}),
 		dialsDenied: egress.NewDeniedCounter(),
-		pendingRestarts: prometheus.NewGauge(prometheus.GaugeOpts{
+		pendingRestarts: newPolicySum(prometheus.GaugeOpts{
 			Name: "runbook_rebootpolicy_pending_restarts",
 			Help: "Targets whose restart waits (settle delay, restart window, throttle, cooldown, rollout), over all RebootPolicies.",
 		}),
@@ -86,8 +84,7 @@ func NewMetrics() *Metrics {
 			Name: "runbook_rebootpolicy_restart_requests_total",
 			Help: "Restart requests (the restart-request annotation) taken.",
 		}),
-		pendingByPolicy: map[types.NamespacedName]int{},
-		gate:            newGateMetrics(),
+		gate: newGateMetrics(),
 	}
 }
 
@@ -95,7 +92,7 @@ func NewMetrics() *Metrics {
 // in main; a fresh registry in tests).
 func (m *Metrics) Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.probeResults, m.probeDuration, m.probeDrift, m.triggers, m.restarts, m.restartLatency, m.dialsDenied,
-		m.pendingRestarts, m.restartsInFlight, m.throttled, m.notifications, m.restartRequests} {
+		m.pendingRestarts.gauge, m.restartsInFlight, m.throttled, m.notifications, m.restartRequests} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -106,6 +103,34 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 		}
 	}
 	return nil
+}
+
+// policySum is a gauge of counts summed over RebootPolicies. Each policy's
+// own count is kept, so that a reconcile replaces only its policy's share
+// and a deleted policy takes exactly its share away.
+type policySum struct {
+	gauge prometheus.Gauge
+
+	mu    sync.Mutex
+	by    map[types.NamespacedName]int
+	total int
+}
+
+func newPolicySum(opts prometheus.GaugeOpts) *policySum {
+	return &policySum{gauge: prometheus.NewGauge(opts), by: map[types.NamespacedName]int{}}
+}
+
+// set makes n (0 when the policy is deleted or idle) nn's share.
+func (s *policySum) set(nn types.NamespacedName, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.total += n - s.by[nn]
+	if n > 0 {
+		s.by[nn] = n
+	} else {
+		delete(s.by, nn)
+	}
+	s.gauge.Set(float64(s.total))
 }
 
 // probeMetrics are the collectors of one trigger type with their labels
@@ -186,18 +211,7 @@ func (m *Metrics) setPending(nn types.NamespacedName, n int) {
 	if m == nil {
 		return
 	}
-	m.pendingMu.Lock()
-	defer m.pendingMu.Unlock()
-	if n == 0 {
-		delete(m.pendingByPolicy, nn)
-	} else {
-		m.pendingByPolicy[nn] = n
-	}
-	total := 0
-	for _, v := range m.pendingByPolicy {
-		total += v
-	}
-	m.pendingRestarts.Set(float64(total))
+	m.pendingRestarts.set(nn, n)
 }
 
 func (m *Metrics) setInProgress(n int) {

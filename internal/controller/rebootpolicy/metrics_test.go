@@ -1,11 +1,13 @@
 package rebootpolicy
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"k8s.io/apimachinery/pkg/types"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
 	"github.com/runbook-dev/runbook/internal/probe"
@@ -80,4 +82,59 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// The sums over policies (pending restarts, halted policies, targets
+// awaiting approval) count each policy's latest share once: a reconcile
+// replaces its policy's share, and a policy set to 0 drops out.
+func TestPolicySums(t *testing.T) {
+	a := types.NamespacedName{Namespace: "ns", Name: "a"}
+	b := types.NamespacedName{Namespace: "ns", Name: "b"}
+	m := NewMetrics()
+	reg := prometheus.NewRegistry()
+	if err := m.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		do                        func()
+		pending, halted, awaiting float64
+	}{
+		{do: func() { m.setPending(a, 3); m.setPending(b, 2) }, pending: 5},
+		{do: func() { m.setPending(a, 1) }, pending: 3},
+		{do: func() { m.setHalted(a, true); m.setHalted(a, true); m.setHalted(b, true) }, pending: 3, halted: 2},
+		{do: func() { m.setAwaiting(b, 4); m.setHalted(b, false) }, pending: 3, halted: 1, awaiting: 4},
+		{do: func() { m.setPending(b, 0); m.setAwaiting(a, 2) }, pending: 1, halted: 1, awaiting: 6},
+		{do: func() { m.forgetGates(a); m.forgetGates(b); m.setPending(a, 0) }},
+	}
+	for i, s := range steps {
+		s.do()
+		got := gatheredGauges(t, reg, "runbook_rebootpolicy_pending_restarts", "runbook_rebootpolicy_halted", "runbook_rebootpolicy_awaiting_approval")
+		if want := []float64{s.pending, s.halted, s.awaiting}; !slices.Equal(got, want) {
+			t.Errorf("step %d: pending, halted, awaiting = %v, want %v", i, got, want)
+		}
+	}
+}
+
+// gatheredGauges are the values of the gauges names as reg exposes them.
+func gatheredGauges(t *testing.T, reg prometheus.Gatherer, names ...string) []float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exposed := map[string]float64{}
+	for _, f := range families {
+		if ms := f.GetMetric(); len(ms) == 1 && ms[0].GetGauge() != nil {
+			exposed[f.GetName()] = ms[0].GetGauge().GetValue()
+		}
+	}
+	values := make([]float64, len(names))
+	for i, name := range names {
+		v, ok := exposed[name]
+		if !ok {
+			t.Fatalf("gauge %s is not registered", name)
+		}
+		values[i] = v
+	}
+	return values
 }

@@ -427,3 +427,11 @@ func TestCooldownWaitsTheRestOfTheIntervalOnTheInjectedClock(t *testing.T) {
 		t.Fatalf("restartCount = %d", st.RestartCount)
 	}
 }
+
+// Setup's status writer (status.NewReporting, by Name) and the target
+// patches (FieldManager) must write as one field manager.
+func TestFieldManagerIsTheKits(t *testing.T) {
+	if FieldManager != status.FieldOwner(Name) || FieldManager != "runbook-rebootpolicy" {
+		t.Errorf("field manager %q, want status.FieldOwner(%q) = runbook-rebootpolicy", FieldManager, Name)
+	}
+}

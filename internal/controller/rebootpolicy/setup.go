@@ -70,12 +70,8 @@ type Options struct {
 
 // withDefaults fills in what opts leave at zero.
 func (o Options) withDefaults() (Options, error) {
-	if o.Clock == nil {
-		o.Clock = clock.RealClock{}
-	}
-	if o.MaxConcurrentReconciles <= 0 {
-		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
-	}
+	o.Clock = cmp.Or[clock.Clock](o.Clock, clock.RealClock{})
+	o.MaxConcurrentReconciles = status.PositiveOr(o.MaxConcurrentReconciles, DefaultMaxConcurrentReconciles)
 	o.RolloutKindRecheck = cmp.Or(o.RolloutKindRecheck, DefaultRolloutKindRecheck)
 	return o, nil
 }
@@ -88,8 +84,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		return nil, err
 	}
 	if opts.Keys == nil {
-		opts.Keys = fingerprint.NewSource(mgr.GetAPIReader(), mgr.GetClient(), opts.Probes.OperatorNamespace,
-			opts.Probes.FingerprintKeySecret, mgr.GetLogger().WithName("fingerprint-key"))
+		opts.Keys = fingerprint.NewManagerSource(mgr, opts.Probes.OperatorNamespace, opts.Probes.FingerprintKeySecret, mgr.GetLogger())
 	}
 	cluster := egress.NewAPICluster(mgr.GetAPIReader(), mgr.GetConfig().Host, opts.Clock, mgr.GetLogger().WithName("egress"))
 	network := egress.New(opts.Network, cluster)
@@ -106,15 +101,15 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err != nil {
 		return nil, err
 	}
-	events := status.Events{Recorder: mgr.GetEventRecorder(status.ReporterName(Name))}
-	notifier := notify.New(opts.Notify, mgr.GetAPIReader(), network, opts.Clock, events, opts.Metrics, mgr.GetLogger().WithName(Name+"-notify"))
+	reporting := status.NewReporting(mgr, Name)
+	notifier := notify.New(opts.Notify, mgr.GetAPIReader(), network, opts.Clock, reporting.Events, opts.Metrics, mgr.GetLogger().WithName(Name+"-notify"))
 	if err := mgr.Add(notifier); err != nil {
 		return nil, fmt.Errorf("adding rebootpolicy notifier: %w", err)
 	}
 	r := &Reconciler{
 		Client:                  mgr.GetClient(),
-		Status:                  status.NewWriter(mgr.GetClient(), mgr.GetAPIReader(), FieldManager),
-		Events:                  events,
+		Status:                  reporting.Status,
+		Events:                  reporting.Events,
 		Clock:                   opts.Clock,
 		Workers:                 workers,
 		Metrics:                 opts.Metrics,
@@ -200,7 +195,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&appsv1.DaemonSet{}, handler.EnqueueRequestsFromMapFunc(r.policiesForTarget(autorebootv1alpha1.KindDaemonSet)), builder.WithPredicates(targetDecisionChanged())).
 		WatchesRawSource(source.Channel(r.Workers.Events(), enqueueName())).
 		WatchesRawSource(source.Channel(r.Throttle.Events(), enqueueName())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: positiveOr(r.MaxConcurrentReconciles, DefaultMaxConcurrentReconciles)}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: status.PositiveOr(r.MaxConcurrentReconciles, DefaultMaxConcurrentReconciles)}).
 		Complete(shutdown.Quiet[reconcile.Request](r))
 }
 
@@ -208,11 +203,4 @@ func enqueueName() handler.TypedEventHandler[types.NamespacedName, reconcile.Req
 	return handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, nn types.NamespacedName) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: nn}}
 	})
-}
-
-func positiveOr(v, def int) int {
-	if v > 0 {
-		return v
-	}
-	return def
 }
