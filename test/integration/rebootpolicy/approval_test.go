@@ -133,8 +133,12 @@ func TestGateNonceFloodIsBoundedAndRestartsNothing(t *testing.T) {
 	t.Logf("%d patches, %d writes of the RebootPolicy", patches, last)
 	g.Expect(last).To(BeNumerically("<=", 2*patches))
 	after := getRBP(t, ns, "rbp")
-	g.Expect(after.Status.Approval.LastApproval).NotTo(Equal(long))
-	g.Expect(after.Status.Approval.Released).To(BeEmpty())
+	// No approval in status at all is right too: a reconcile that comes
+	// only after the flood sees just the too-long value and records none.
+	if a := after.Status.Approval; a != nil {
+		g.Expect(a.LastApproval).NotTo(Equal(long))
+		g.Expect(a.Released).To(BeEmpty())
+	}
 	g.Expect(restartedAt(getDeployment(t, ns, "web"))).To(BeEmpty())
 	g.Expect(after.Status.RestartCount).To(BeZero())
 	g.Eventually(func() []string { return eventNotes(ns, "rbp", autorebootv1alpha1.EventGateRequestInvalid) }, 3*time.Second, interval).Should(HaveLen(1))
