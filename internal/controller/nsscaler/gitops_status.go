@@ -128,7 +128,7 @@ func (r *Reconciler) emitGitOpsEvents(scaler *scalingv1alpha1.NSScaler, ev *stat
 			"gave %s back what they had before the park", refsPhrase(o.resumed))
 	}
 	if len(o.repaused) > 0 {
-		r.events.Warning(scaler, nil, scalingv1alpha1.EventGitOpsRepaused, "Park",
+		ev.Warning(scaler, nil, scalingv1alpha1.EventGitOpsRepaused, "Park",
 			"%s resumed while the namespaces they manage are parked: paused again, what they had before the park still recorded", refsPhrase(o.repaused))
 	}
 	if len(o.errs) > 0 {
