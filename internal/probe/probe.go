@@ -50,10 +50,13 @@ type WakeableProber interface {
 
 // DeadlineProber bounds a probe by a timeout itself, without a context
 // of its own per probe (the worker's ctx is the same for every probe,
-// and its end ends the probe's requests at once).
+// and its end ends the probe's requests at once). It reports the probe
+// through report exactly once before it returns, but may report earlier
+// than it returns, and from another goroutine: a probe that timed out is
+// reported at its deadline while it still waits out what it holds.
 type DeadlineProber interface {
 	Prober
-	ProbeWithin(ctx context.Context, timeout time.Duration) Observation
+	ProbeWithin(ctx context.Context, timeout time.Duration, report func(Observation))
 }
 
 // Factory builds probers.

@@ -10,7 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	autorebootv1alpha1 "github.com/runbook-dev/runbook/api/autoreboot/v1alpha1"
@@ -26,10 +26,6 @@ type httpProber struct {
 	// req is the request, built once; each probe sends a shallow copy
 	// with its own context. Nothing writes to it after construction.
 	req *http.Request
-	// timerMu guards timer, the deadline timer of the probe in progress
-	// (deadlineTimer).
-	timerMu sync.Mutex
-	timer   *time.Timer
 	// answered, when set (tests), is called once a request has ended and
 	// its connection is back in the pool or closed.
 	answered func()
@@ -113,7 +109,9 @@ var errTooManyRedirects = errors.New("stopped after 10 redirects")
 
 // Probe runs one probe until ctx's deadline (an hour without one). ctx
 // reaching its deadline times the probe out but lets its request wait for
-// a late answer, as probeWithin does; ctx cancelled ends the request.
+// a late answer, as ProbeWithin does; ctx cancelled ends the request.
+// Unlike ProbeWithin it returns at the deadline, leaving the late answer
+// to a goroutine of its own.
 func (p *httpProber) Probe(ctx context.Context) Observation {
 	deadline, ok := ctx.Deadline()
 	if !ok {
@@ -128,53 +126,69 @@ func (p *httpProber) Probe(ctx context.Context) Observation {
 			stop()
 		}
 	})()
-	return p.probeUntil(base, deadline)
+	result := make(chan Observation, 1)
+	go p.probeUntil(base, deadline, func(o Observation) { result <- o })
+	return <-result
 }
 
-// ProbeWithin runs one probe for at most timeout; ctx is the worker's,
-// whose end ends the request at once, grace or not.
-func (p *httpProber) ProbeWithin(ctx context.Context, timeout time.Duration) Observation {
-	return p.probeUntil(ctx, time.Now().Add(timeout))
+// ProbeWithin runs one probe for at most timeout and reports it once
+// through report. ctx is the worker's, whose end ends the request at once,
+// grace or not.
+//
+// A probe that times out is reported at its deadline, from a timer, while
+// its request waits out the answer grace on the caller's goroutine:
+// ProbeWithin returns only when the request has ended. So a worker has one
+// request at a time and no goroutine besides its own: a worker whose
+// target answers late does not send its next probe beside the late one,
+// where it would need a second connection (a dial) while the first is
+// still busy.
+func (p *httpProber) ProbeWithin(ctx context.Context, timeout time.Duration, report func(Observation)) {
+	p.probeUntil(ctx, time.Now().Add(timeout), report)
 }
 
-// httpAnswer is what a request ended with.
-type httpAnswer struct {
-	status int
-	err    error
-}
-
-// probeUntil sends the request from a goroutine of its own, so that the
-// probe can report a timeout at deadline while the request waits out its
-// grace.
-func (p *httpProber) probeUntil(ctx context.Context, deadline time.Time) Observation {
-	a := &httpAttempt{answer: make(chan httpAnswer, 1)}
-	a.Context, a.cancel = context.WithDeadline(ctx, deadline.Add(answerGrace(time.Until(deadline))))
-	go p.attempt(a)
-	timer, own := p.deadlineTimer(time.Until(deadline))
-	defer p.releaseTimer(timer, own)
-	var r httpAnswer
-	select {
-	case r = <-a.answer:
-	case <-timer.C:
-		r.err = context.DeadlineExceeded
+// probeUntil sends the request and reports its result, or a timeout at
+// deadline if the request has not ended by then: exactly one of the two,
+// and before probeUntil returns.
+func (p *httpProber) probeUntil(ctx context.Context, deadline time.Time, report func(Observation)) {
+	var claimed atomic.Bool
+	lateDone := make(chan struct{})
+	late := time.AfterFunc(time.Until(deadline), func() {
+		defer close(lateDone)
+		if claimed.CompareAndSwap(false, true) {
+			report(networkObservation(ctx, context.DeadlineExceeded, "GET "+p.url))
+		}
+	})
+	status, err := p.attempt(ctx, deadline)
+	if late.Stop() {
+		report(p.observation(ctx, status, err))
+		return
 	}
-	if r.err != nil {
-		return networkObservation(ctx, r.err, "GET "+p.url)
+	// The deadline passed as the request ended: the first to claim the
+	// probe reports it, and the timer's report must be over before the
+	// worker goes on, so that reports keep their order.
+	if claimed.CompareAndSwap(false, true) {
+		report(p.observation(ctx, status, err))
 	}
-	if r.status >= 200 && r.status < 400 {
+	<-lateDone
+}
+
+// observation is the result of a request that ended with status or err.
+func (p *httpProber) observation(ctx context.Context, status int, err error) Observation {
+	if err != nil {
+		return networkObservation(ctx, err, "GET "+p.url)
+	}
+	if status >= 200 && status < 400 {
 		return Observation{Result: autorebootv1alpha1.ResultSuccess}
 	}
-	return Observation{Result: autorebootv1alpha1.ResultFailure, Message: fmt.Sprintf("GET %s: HTTP %d", p.url, r.status)}
+	return Observation{Result: autorebootv1alpha1.ResultFailure, Message: fmt.Sprintf("GET %s: HTTP %d", p.url, status)}
 }
 
-// httpAttempt is one probe's request. It is the request's context (the
-// probe's deadline plus the answer grace) and makes that context the
-// dial gate's probeRequestKey, so that a dial the request no longer needs
-// is dropped, at no allocation of its own.
+// httpAttempt is one probe's request context: the probe's deadline plus
+// the answer grace. It is its own value under probeRequestKey, so that
+// the dial gate drops a dial the request no longer needs, at no
+// allocation of its own.
 type httpAttempt struct {
 	context.Context
-	cancel context.CancelFunc
-	answer chan httpAnswer
 }
 
 func (a *httpAttempt) Value(key any) any {
@@ -184,36 +198,16 @@ func (a *httpAttempt) Value(key any) any {
 	return a.Context.Value(key)
 }
 
-func (p *httpProber) attempt(a *httpAttempt) {
-	defer a.cancel()
-	status, err := p.get(a)
-	a.answer <- httpAnswer{status: status, err: err}
+// attempt sends the request and waits for its answer until deadline plus
+// the answer grace.
+func (p *httpProber) attempt(ctx context.Context, deadline time.Time) (int, error) {
+	rctx, cancel := context.WithDeadline(ctx, deadline.Add(answerGrace(time.Until(deadline))))
+	defer cancel()
+	status, err := p.get(&httpAttempt{Context: rctx})
 	if p.answered != nil {
 		p.answered()
 	}
-}
-
-// deadlineTimer returns a timer that fires after d, and whether it is
-// the prober's own, which releaseTimer gives back. A worker probes one at
-// a time, so the prober keeps one timer for all its probes; a probe that
-// finds it in use (two at once, as tests may run) gets one of its own.
-func (p *httpProber) deadlineTimer(d time.Duration) (*time.Timer, bool) {
-	if !p.timerMu.TryLock() {
-		return time.NewTimer(d), false
-	}
-	if p.timer == nil {
-		p.timer = time.NewTimer(d)
-	} else {
-		p.timer.Reset(d)
-	}
-	return p.timer, true
-}
-
-func (p *httpProber) releaseTimer(t *time.Timer, own bool) {
-	t.Stop()
-	if own {
-		p.timerMu.Unlock()
-	}
+	return status, err
 }
 
 // get sends the request, follows its redirects and reads the answer's

@@ -25,7 +25,9 @@ func BenchmarkHTTPProbe(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		if o := dp.ProbeWithin(ctx, time.Second); o.Result != ok {
+		var o Observation
+		dp.ProbeWithin(ctx, time.Second, func(r Observation) { o = r })
+		if o.Result != ok {
 			b.Fatalf("probe: %+v", o)
 		}
 	}

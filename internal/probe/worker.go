@@ -134,24 +134,26 @@ func (wk *worker) run(ctx context.Context, w *Workers) {
 // the worker is stopping.
 func (wk *worker) probeOnce(ctx context.Context, w *Workers, timeout time.Duration, probe probeFunc) bool {
 	start := wk.clock.Now()
-	obs := probe(ctx, timeout)
-	if ctx.Err() != nil {
-		return false
-	}
-	wk.results.Observe(obs.Result, wk.clock.Since(start))
-	wk.publish(ctx, w, obs)
-	return true
+	probe(ctx, timeout, func(obs Observation) {
+		if ctx.Err() != nil {
+			return
+		}
+		wk.results.Observe(obs.Result, wk.clock.Since(start))
+		wk.publish(ctx, w, obs)
+	})
+	return ctx.Err() == nil
 }
 
-// probeFunc runs one check of at most timeout; ctx is the worker's.
-type probeFunc func(ctx context.Context, timeout time.Duration) Observation
+// probeFunc runs one check of at most timeout and reports it through
+// report, once, before it returns; ctx is the worker's.
+type probeFunc func(ctx context.Context, timeout time.Duration, report func(Observation))
 
 // timed bounds a probe by a context that ends at the timeout.
 func timed(probe func(context.Context) Observation) probeFunc {
-	return func(ctx context.Context, timeout time.Duration) Observation {
+	return func(ctx context.Context, timeout time.Duration, report func(Observation)) {
 		pctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		return probe(pctx)
+		report(probe(pctx))
 	}
 }
 
