@@ -16,13 +16,15 @@ import (
 // Defaults of the manager's event budget (--event-qps, --event-burst).
 // client-go's events.k8s.io broadcaster starts a goroutine for every event
 // it is handed, and that goroutine waits for the event sink's own client
-// limiter (the manager's --kube-api-qps, 50 a second, bursts of 100):
+// limiter (50 a second, bursts of 100, like the manager's --kube-api-qps):
 // handed events faster than the sink writes, the manager only grows. The
-// sustained rate leaves the sink room for the series patches of repeated
-// events; the burst is what the sink absorbs at once.
+// sustained rate is the sink's; the burst is the broadcaster's own queue
+// (1,000 events), so that what a large pass reports at once (hundreds of
+// objects created together) is kept and a flood costs at most about that
+// many goroutines.
 const (
-	DefaultEventQPS   = 20
-	DefaultEventBurst = 100
+	DefaultEventQPS   = 50
+	DefaultEventBurst = 1000
 )
 
 // dropLogEvery spaces the log lines about dropped events: a flood is one
