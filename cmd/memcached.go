@@ -31,14 +31,19 @@ func registerMemcached(reg *registry.Registry, scheme *runtime.Scheme, fs *flag.
 		if err := metrics.Register(crmetrics.Registry); err != nil {
 			return err
 		}
+		budget, err := shared.eventBudget()
+		if err != nil {
+			return err
+		}
 		// The flag has always meant one worker at 0 or below; Options would
 		// read 0 as its default.
-		_, err := memcached.Setup(mgr, memcached.Options{
+		_, err = memcached.Setup(mgr, memcached.Options{
 			MaxConcurrentReconciles: max(*workers, 1),
 			SecretResync:            *resync,
 			OperatorNamespace:       *shared.operatorNamespace,
 			FingerprintKeySecret:    fingerprintKeySecret(fs),
 			Metrics:                 metrics,
+			EventBudget:             budget,
 			TLSAgentImage:           *tlsAgent,
 			Issuance: memcached.IssuancePolicy{
 				AllowedClusterIssuers: splitList(*clusterIssuers),

@@ -39,6 +39,10 @@ func registerNSScaler(reg *registry.Registry, scheme *runtime.Scheme, fs *flag.F
 		if err != nil {
 			return err
 		}
+		budget, err := shared.eventBudget()
+		if err != nil {
+			return err
+		}
 		_, err = nsscaler.Setup(mgr, nsscaler.Options{
 			Clock:               clock.RealClock{},
 			Metrics:             metrics,
@@ -51,6 +55,7 @@ func registerNSScaler(reg *registry.Registry, scheme *runtime.Scheme, fs *flag.F
 			WriteQPS:                *qps,
 			MaxConcurrentReconciles: *workers,
 			ArgoCDNamespace:         *argoCDNamespace,
+			EventBudget:             budget,
 		})
 		return err
 	})

@@ -38,6 +38,9 @@ func registerRebootPolicy(reg *registry.Registry, scheme *runtime.Scheme, fs *fl
 		if err != nil {
 			return err
 		}
+		if opts.EventBudget, err = shared.eventBudget(); err != nil {
+			return err
+		}
 		// The ConfigMap watch of referenced triggers covers what the
 		// manager's cache covers (the manager's own flag, parsed by now).
 		if f := fs.Lookup("watch-namespaces"); f != nil {
@@ -49,7 +52,7 @@ func registerRebootPolicy(reg *registry.Registry, scheme *runtime.Scheme, fs *fl
 		if _, err = rebootpolicy.Setup(mgr, opts); err != nil {
 			return err
 		}
-		return setupReloaderCompat(mgr, compat, opts.Namespaces)
+		return setupReloaderCompat(mgr, compat, opts.Namespaces, opts.EventBudget)
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/runbook-dev/runbook/internal/controller/status"
 	"github.com/runbook-dev/runbook/internal/reloadercompat"
 )
 
@@ -29,7 +30,7 @@ func bindReloaderCompatFlags(fs *flag.FlagSet) *reloaderCompatFlags {
 	}
 }
 
-func setupReloaderCompat(mgr ctrl.Manager, f *reloaderCompatFlags, namespaces []string) error {
+func setupReloaderCompat(mgr ctrl.Manager, f *reloaderCompatFlags, namespaces []string, budget *status.EventBudget) error {
 	if !*f.enabled {
 		return nil
 	}
@@ -39,5 +40,6 @@ func setupReloaderCompat(mgr ctrl.Manager, f *reloaderCompatFlags, namespaces []
 	}
 	return reloadercompat.Setup(mgr, reloadercompat.Options{
 		MaxPerNamespace: *f.maxPerNamespace, SettleDelay: *f.settleDelay, Namespaces: namespaces, Metrics: m,
+		EventBudget: budget,
 	})
 }

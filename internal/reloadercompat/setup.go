@@ -42,6 +42,9 @@ type Options struct {
 	// Namespaces are the manager's --watch-namespaces (empty: all).
 	Namespaces []string
 	Metrics    *Metrics
+	// EventBudget is the manager-wide bound on events (built in main,
+	// shared by every controller); nil bounds nothing.
+	EventBudget *status.EventBudget
 }
 
 // Setup adds one compat controller per workload kind to mgr.
@@ -58,7 +61,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := mgr.Add(cms); err != nil {
 		return fmt.Errorf("adding the reloader-compat ConfigMap cache: %w", err)
 	}
-	events := status.Events{Recorder: mgr.GetEventRecorder(status.ReporterName(Name))}
+	events := status.NewEvents(mgr, Name, opts.EventBudget)
 	admission := &Admission{Reader: mgr.GetAPIReader()}
 	for _, kind := range Kinds {
 		r := &Reconciler{

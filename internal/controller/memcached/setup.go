@@ -65,6 +65,9 @@ type Options struct {
 	TLSAgentImage string
 	// Issuance is what tls.issuerRef may ask cert-manager for.
 	Issuance IssuancePolicy
+	// EventBudget is the manager-wide bound on events (built in main,
+	// shared by every controller); nil bounds nothing.
+	EventBudget *status.EventBudget
 }
 
 // withDefaults fills in what opts leave at zero.
@@ -86,7 +89,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if opts.Keys == nil {
 		opts.Keys = fingerprint.NewManagerSource(mgr, opts.OperatorNamespace, opts.FingerprintKeySecret, mgr.GetLogger().WithName(Name))
 	}
-	reporting := status.NewReporting(mgr, Name)
+	reporting := status.NewReporting(mgr, Name, opts.EventBudget)
 	r := &Reconciler{
 		Client:                  mgr.GetClient(),
 		Status:                  reporting.Status,

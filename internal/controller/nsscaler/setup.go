@@ -55,6 +55,9 @@ type Options struct {
 	// metadata. Nil (the normal case) builds the controller's own trimmed
 	// cache (see newWorkloadCache); tests may pass the manager's.
 	Cache cache.Cache
+	// EventBudget is the manager-wide bound on events (built in main,
+	// shared by every controller); nil bounds nothing.
+	EventBudget *status.EventBudget
 }
 
 // withDefaults fills in what opts leave at zero; Metrics are required.
@@ -134,7 +137,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		}
 	}
 	access := workloadAccess{cache: opts.Cache, apiReader: mgr.GetAPIReader(), patcher: newWorkloadPatcher(workloads), informers: opts.Cache}
-	reporting := status.NewReporting(mgr, Name)
+	reporting := status.NewReporting(mgr, Name, opts.EventBudget)
 	r, err := newReconciler(dependencies{
 		client: mgr.GetClient(), access: access, status: reporting.Status, events: reporting.Events,
 	}, opts)

@@ -66,6 +66,9 @@ type Options struct {
 	// Alerts is the admin's Prometheus for spec.blockingAlerts (no URL:
 	// none).
 	Alerts alerts.Settings
+	// EventBudget is the manager-wide bound on events (built in main,
+	// shared by every controller); nil bounds nothing.
+	EventBudget *status.EventBudget
 }
 
 // withDefaults fills in what opts leave at zero.
@@ -101,7 +104,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err != nil {
 		return nil, err
 	}
-	reporting := status.NewReporting(mgr, Name)
+	reporting := status.NewReporting(mgr, Name, opts.EventBudget)
 	notifier := notify.New(opts.Notify, mgr.GetAPIReader(), network, opts.Clock, reporting.Events, opts.Metrics, mgr.GetLogger().WithName(Name+"-notify"))
 	if err := mgr.Add(notifier); err != nil {
 		return nil, fmt.Errorf("adding rebootpolicy notifier: %w", err)

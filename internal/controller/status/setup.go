@@ -12,12 +12,19 @@ type Reporting struct {
 }
 
 // NewReporting builds the Reporting of the controller name on mgr's client,
-// apiserver reader and event broadcaster.
-func NewReporting(mgr manager.Manager, name string) Reporting {
+// apiserver reader and event broadcaster; its events are bounded by budget,
+// the manager's one EventBudget (nil: unbounded).
+func NewReporting(mgr manager.Manager, name string, budget *EventBudget) Reporting {
 	return Reporting{
 		Status: NewWriter(mgr.GetClient(), mgr.GetAPIReader(), FieldOwner(name)),
-		Events: Events{Recorder: mgr.GetEventRecorder(ReporterName(name))},
+		Events: NewEvents(mgr, name, budget),
 	}
+}
+
+// NewEvents are the Events of the controller name, reported under
+// ReporterName(name) and bounded by budget (nil: unbounded).
+func NewEvents(mgr manager.Manager, name string, budget *EventBudget) Events {
+	return Events{Recorder: budget.Recorder(name, mgr.GetEventRecorder(ReporterName(name)))}
 }
 
 // PositiveOr is n, or def when n is not positive: a count an Options leaves
