@@ -70,9 +70,11 @@ vet: ## go vet
 	go vet ./...
 
 .PHONY: lint
+# --allow-serial-runners: a second lint on the machine (another checkout's
+# CI) waits for the first instead of failing.
 lint: $(GOLANGCI_LINT) ## Run golangci-lint (the root module and the nested ones).
-	$(GOLANGCI_LINT) run ./...
-	@set -e; for m in $(NESTED_MODULES); do (cd $$m && $(GOLANGCI_LINT) run ./...); done
+	$(GOLANGCI_LINT) run --allow-serial-runners ./...
+	@set -e; for m in $(NESTED_MODULES); do (cd $$m && $(GOLANGCI_LINT) run --allow-serial-runners ./...); done
 
 .PHONY: verify-generated
 verify-generated: manifests generate ## Fail when generated code or manifests are stale.
