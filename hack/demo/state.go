@@ -105,22 +105,36 @@ func cleanLeftovers(stateDir string, out io.Writer) error {
 
 // stopProcesses sends SIGTERM to every process mentioning dir on its
 // command line, SIGKILL to those still there after grace, and returns how
-// many there were.
+// many there were once they are gone. A killed process is not gone at once:
+// one busy on disk (an apiserver on a loaded machine) dies only when it
+// leaves the kernel, so the caller, about to start a new cluster on the
+// same ports, waits for that too (at most killWait).
 func stopProcesses(dir string, grace time.Duration) int {
 	pids := cluster.ProcessesMentioning(dir, false)
 	for _, pid := range pids {
 		_ = syscall.Kill(pid, syscall.SIGTERM)
 	}
-	deadline := time.Now().Add(grace)
+	waitGone(pids, grace)
 	for _, pid := range pids {
-		for alive(pid) && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-		}
 		if alive(pid) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+	waitGone(pids, killWait)
 	return len(pids)
+}
+
+// killWait bounds the wait for SIGKILLed processes to be gone.
+const killWait = 10 * time.Second
+
+// waitGone waits until none of pids is alive, or for d.
+func waitGone(pids []int, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for _, pid := range pids {
+		for alive(pid) && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 }
 
 // watchdogArg marks the demo binary's watchdog mode: `demo -watchdog RUNDIR`.
